@@ -1,5 +1,41 @@
-"""Placeholder: replaced by the instrumentation work (issue 4)."""
+"""Interpreter-start hook behind ``OTEL_A2A_ENABLED=true`` (no code change in the service).
+
+``otel_a2a.pth`` imports this module only when the variable is true, so an unset variable costs
+one environment lookup. Under Python >= 3.15 ``otel_a2a.start`` calls :func:`run` instead.
+Importing is idempotent (the ``.pth`` runs twice in a venv) and nothing here may break the
+interpreter's start: every failure is logged at debug level and swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+_done = False
+
+
+def _enabled() -> bool:
+    return os.environ.get("OTEL_A2A_ENABLED", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _under_opentelemetry_instrument() -> bool:
+    """``opentelemetry-instrument`` loads our entry point itself, after its configurator."""
+    return "auto_instrumentation" in os.environ.get("PYTHONPATH", "")
 
 
 def run() -> None:
-    """Entry of the ``.start`` file (Python >= 3.15)."""
+    global _done
+    if _done or not _enabled():
+        return
+    _done = True
+    if _under_opentelemetry_instrument():
+        return
+    try:
+        from otel_a2a.instrumentation import A2AInstrumentor
+
+        A2AInstrumentor().instrument(configure_sdk=True)
+    except Exception:
+        logging.getLogger("otel_a2a").debug("otel-a2a autoload failed", exc_info=True)
+
+
+run()

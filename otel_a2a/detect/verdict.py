@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from otel_a2a.protocol.states import TaskState
 
@@ -23,8 +23,7 @@ class DivergenceReason(str, Enum):
     RENORMALIZED_STATE = "renormalized_state"
 
 
-@dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(NamedTuple):
     """Everything a divergence event carries (DESIGN §3 ``a2a.divergence`` attributes).
 
     ``age`` is seconds since the last authoritative observation (``None`` without one).
@@ -40,8 +39,7 @@ class Evidence:
     heartbeat: float
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """``reason is None`` means the decision or observation is authoritative (ok)."""
 
     reason: DivergenceReason | None

@@ -1,9 +1,13 @@
-"""Value types the wire layer hands up: what a request is, and what a response said."""
+"""Value types the wire layer hands up: what a request is, and what a response said.
+
+They are named tuples: immutable and hashable like frozen dataclasses, but built several times
+faster, which matters since some are built on every A2A response.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from otel_a2a.protocol.states import StateReading
 
@@ -36,8 +40,7 @@ class Binding(str, Enum):
 STREAMING_OPERATIONS = frozenset({Operation.SEND_STREAMING_MESSAGE, Operation.SUBSCRIBE_TO_TASK})
 
 
-@dataclass(frozen=True, slots=True)
-class A2ARequest:
+class A2ARequest(NamedTuple):
     """A request recognised as A2A.
 
     ``version`` is ``None`` only for well-known card fetches (not version-negotiated).
@@ -60,8 +63,7 @@ class A2ARequest:
         return self.operation in STREAMING_OPERATIONS
 
 
-@dataclass(frozen=True, slots=True)
-class TaskReport:
+class TaskReport(NamedTuple):
     """One task state carried by a response or stream frame.
 
     ``state`` is ``None`` for frames that carry a task id but no status (artifact updates);
@@ -74,8 +76,7 @@ class TaskReport:
     kind: str  # "task", "status-update", "artifact-update", "list-entry"
 
 
-@dataclass(frozen=True, slots=True)
-class A2AError:
+class A2AError(NamedTuple):
     """A JSON-RPC error or a REST ``google.rpc.Status`` error."""
 
     code: int | None
@@ -83,8 +84,7 @@ class A2AError:
     task_not_found: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseFacts:
+class ResponseFacts(NamedTuple):
     """What one response body (or one SSE frame) says about tasks. Never raises to build."""
 
     reports: tuple[TaskReport, ...] = ()
@@ -93,24 +93,21 @@ class ResponseFacts:
     recognized: bool = True  # False: the body is not an A2A payload we understand
 
 
-@dataclass(frozen=True, slots=True)
-class StreamEvent:
+class StreamEvent(NamedTuple):
     """One SSE frame. ``comment`` frames (``: ping``) carry no facts but refresh the stream."""
 
-    facts: ResponseFacts = field(default_factory=ResponseFacts)
+    facts: ResponseFacts = ResponseFacts()
     comment: bool = False
     error: bool = False  # an ``event: error`` frame
 
 
-@dataclass(frozen=True, slots=True)
-class Interface:
+class Interface(NamedTuple):
     url: str
     binding: str
     protocol_version: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class CardInfo:
+class CardInfo(NamedTuple):
     """An Agent Card as the invariant needs it.
 
     ``heartbeat`` is ``None`` when the card declares none; ``heartbeat_source`` is then

@@ -7,7 +7,10 @@ it is what spans and metrics carry, whatever the peer spelled.
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from otel_a2a.protocol.model import Binding
 
 
 class TaskState(str, Enum):
@@ -66,3 +69,132 @@ class StateReading(NamedTuple):
     state: TaskState
     mapped: bool
     exact: bool
+
+
+_BY_NAME: dict[str, TaskState] = {s.value: s for s in TaskState}
+_BY_NAME["canceled"] = TaskState.CANCELED
+_BY_NAME["cancelled"] = TaskState.CANCELED
+_BY_NAME["unspecified"] = TaskState.UNKNOWN
+
+# v1.0 proto enum numbers (ProtoJSON parsers accept integers too).
+_BY_NUMBER: tuple[TaskState, ...] = (
+    TaskState.UNKNOWN,
+    TaskState.SUBMITTED,
+    TaskState.WORKING,
+    TaskState.COMPLETED,
+    TaskState.FAILED,
+    TaskState.CANCELED,
+    TaskState.INPUT_REQUIRED,
+    TaskState.REJECTED,
+    TaskState.AUTH_REQUIRED,
+)
+
+_PROTO_V1 = frozenset(
+    "TASK_STATE_" + n
+    for n in (
+        "UNSPECIFIED",
+        "SUBMITTED",
+        "WORKING",
+        "COMPLETED",
+        "FAILED",
+        "CANCELED",
+        "INPUT_REQUIRED",
+        "REJECTED",
+        "AUTH_REQUIRED",
+    )
+)
+# v0.3 proto (gRPC): the British CANCELLED.
+_PROTO_V03 = (_PROTO_V1 - {"TASK_STATE_CANCELED"}) | {"TASK_STATE_CANCELLED"}
+_KEBAB = frozenset(s.value for s in TaskState)
+_EXACT_V03_JSONRPC = _KEBAB
+_EXACT_V03_REST = _KEBAB | _PROTO_V1 | _PROTO_V03  # the Python and JS SDKs differ
+
+_MAX_RAW = 64  # longest legitimate spelling is 26 characters; bound what spans carry
+
+
+def _map(raw: object) -> TaskState | None:
+    """The state ``raw`` spells, or None when it spells nothing."""
+    if isinstance(raw, str):
+        if len(raw) > _MAX_RAW:
+            return None
+        key = raw.lower()
+        if key.startswith("task_state_"):
+            key = key[11:]
+        return _BY_NAME.get(key.replace("_", "-"))
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < len(_BY_NUMBER):
+        return _BY_NUMBER[raw]
+    return None
+
+
+def normalize_task_state(raw: object) -> TaskState:
+    """Map any wire spelling (v1.0, v0.3 kebab, v0.3 proto, enum number) to the canonical state.
+
+    Lowercase, strip ``task_state_``, ``_`` to ``-``, ``cancelled`` to ``canceled``,
+    ``unspecified`` to ``unknown``; integers 0-8 are v1.0 enum numbers. Anything else is
+    ``UNKNOWN``: a state that cannot be read is never guessed.
+    """
+    state = _map(raw)
+    return TaskState.UNKNOWN if state is None else state
+
+
+def _major(version: str | None) -> int:
+    if not version:
+        return 0
+    head = version.split(".", 1)[0].strip()
+    return int(head) if head.isdigit() and len(head) < 6 else 0
+
+
+def _raw_text(raw: object) -> str:
+    if isinstance(raw, str):
+        return raw[:_MAX_RAW]
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, int) and abs(raw) < 10**12:
+        return str(raw)
+    if isinstance(raw, float):
+        return repr(raw)
+    return ""
+
+
+_READINGS: dict[tuple[str, str | None, Binding], StateReading] = {}
+_MAX_READINGS = 4096  # spellings seen in practice are few; a hostile peer cannot grow this
+
+
+def read_state(raw: object, version: str | None, binding: Binding) -> StateReading:
+    """Read one wire state: canonical value, whether it mapped, whether it was spelt exactly.
+
+    Cached per (spelling, version, binding): this runs on every response and stream frame.
+    """
+    if type(raw) is str and len(raw) <= _MAX_RAW:
+        key = (raw, version, binding)
+        reading = _READINGS.get(key)
+        if reading is None:
+            reading = _read_state(raw, version, binding)
+            if len(_READINGS) < _MAX_READINGS:
+                _READINGS[key] = reading
+        return reading
+    return _read_state(raw, version, binding)
+
+
+def _read_state(raw: object, version: str | None, binding: Binding) -> StateReading:
+    """Exact spellings (DESIGN §1,
+    ``non_canonical_state``): any version >= 1, every binding: ``TASK_STATE_*``; v0.3 JSON-RPC:
+    lowercase kebab; v0.3 gRPC: ``TASK_STATE_*`` with ``CANCELLED``; v0.3 HTTP+JSON: either.
+    Integers map but are never exact; a missing state (``None``) reads as raw ``""``.
+    """
+    state = _map(raw)
+    text = _raw_text(raw)
+    if state is None:
+        return StateReading(text, TaskState.UNKNOWN, False, False)
+    if not isinstance(raw, str):
+        return StateReading(text, state, True, False)
+    if _major(version) >= 1:
+        exact = raw in _PROTO_V1
+    else:
+        if binding == "JSONRPC":
+            exact = raw in _EXACT_V03_JSONRPC
+        elif binding == "GRPC":
+            exact = raw in _PROTO_V03
+        else:
+            exact = raw in _EXACT_V03_REST
+    return StateReading(raw, state, True, exact)

@@ -1,0 +1,56 @@
+"""otel-a2a: OpenTelemetry detection of silent task-state divergence between A2A agents.
+
+See :mod:`otel_a2a.instrumentation` for the user manual and the README for every setting.
+Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
+``otel_a2a.detect``) never imports OpenTelemetry or httpx.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from otel_a2a.version import __version__
+
+if TYPE_CHECKING:
+    from otel_a2a.detect import (
+        DivergenceReason,
+        TaskStateDivergenceError,
+        assert_state_authoritative,
+    )
+    from otel_a2a.instrumentation import (
+        A2AInstrumentor,
+        DivergenceSpanProcessor,
+        liveness_decision,
+    )
+    from otel_a2a.protocol.states import TaskState, normalize_task_state
+
+_HOME = {
+    "A2AInstrumentor": "otel_a2a.instrumentation",
+    "DivergenceSpanProcessor": "otel_a2a.instrumentation",
+    "liveness_decision": "otel_a2a.instrumentation",
+    "DivergenceReason": "otel_a2a.detect",
+    "TaskStateDivergenceError": "otel_a2a.detect",
+    "assert_state_authoritative": "otel_a2a.detect",
+    "TaskState": "otel_a2a.protocol.states",
+    "normalize_task_state": "otel_a2a.protocol.states",
+}
+
+__all__ = [
+    "A2AInstrumentor",
+    "DivergenceReason",
+    "DivergenceSpanProcessor",
+    "TaskState",
+    "TaskStateDivergenceError",
+    "__version__",
+    "assert_state_authoritative",
+    "liveness_decision",
+    "normalize_task_state",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'otel_a2a' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

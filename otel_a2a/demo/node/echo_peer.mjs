@@ -1,0 +1,271 @@
+// A real A2A peer on @a2a-js/sdk 1.3.0 + express 5, for otel-a2a's tests and demo.
+//
+//   node echo_peer.mjs --port N [--slow-timeout S]     (N = 0 picks a free port)
+//
+// Prints "READY <base_url>" on stdout once listening on 127.0.0.1, then serves:
+//   /.well-known/agent-card.json  the card, Cache-Control: public, max-age=300, weak ETag, 304
+//   /a2a/jsonrpc                  v1.0 JSON-RPC; v0.3 names when no A2A-Version (legacyCompat)
+//   /a2a/rest                     v1.0 HTTP+JSON; v0.3 /v1/... routes (legacyCompat)
+//
+// The behaviour follows the first word of the message text (same as tests/peers/python_peer.py):
+//   echo ... (and anything not below)  submitted, working, artifact, completed
+//   slow ...    submitted, working, then waits (<= --slow-timeout s, default 30, at most 30) for
+//               a follow-up message on the task or a cancel; the follow-up's text then decides
+//               (echo completes it); on timeout the task fails
+//   input ...   submitted, working, input-required (a follow-up continues the task)
+//   fail        submitted, working, failed
+//   reject      submitted, rejected
+// Cancel is supported on any non-terminal task.
+import express from 'express';
+import { randomUUID } from 'node:crypto';
+import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
+import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
+import {
+  agentCardHandler,
+  jsonRpcHandler,
+  restHandler,
+  UserBuilder,
+} from '@a2a-js/sdk/server/express';
+
+const HEARTBEAT_URI = 'urn:otel-a2a:heartbeat:v1';
+const JSONRPC_PATH = '/a2a/jsonrpc';
+const REST_PATH = '/a2a/rest';
+
+function parseArgs(argv) {
+  const out = { port: 0, slowTimeout: 30 };
+  for (let i = 0; i < argv.length; i += 1) {
+    const [flag, inline] = argv[i].split('=', 2);
+    const value = inline ?? argv[i + 1];
+    if (flag === '--port') out.port = Number(value);
+    else if (flag === '--slow-timeout') out.slowTimeout = Number(value);
+    else continue;
+    if (inline === undefined) i += 1;
+  }
+  if (!Number.isInteger(out.port) || out.port < 0 || out.port > 65535) {
+    throw new Error(`bad --port ${out.port}`);
+  }
+  if (!Number.isFinite(out.slowTimeout)) out.slowTimeout = 30;
+  out.slowTimeout = Math.min(Math.max(out.slowTimeout, 0.1), 30);
+  return out;
+}
+
+const args = parseArgs(process.argv.slice(2));
+
+// Interface URLs are filled in once the port is known, before READY is printed.
+const card = {
+  name: 'otel-a2a Node test peer',
+  description: '@a2a-js/sdk 1.3.0 peer whose behaviour follows the message text',
+  version: '1.0.0',
+  supportedInterfaces: [
+    { url: '', protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' },
+    { url: '', protocolBinding: 'HTTP+JSON', protocolVersion: '1.0', tenant: '' },
+    { url: '', protocolBinding: 'JSONRPC', protocolVersion: '0.3', tenant: '' },
+    { url: '', protocolBinding: 'HTTP+JSON', protocolVersion: '0.3', tenant: '' },
+  ],
+  capabilities: {
+    streaming: true,
+    pushNotifications: false,
+    extensions: [
+      {
+        uri: HEARTBEAT_URI,
+        description: 'Task liveness: an authoritative observation is fresh for this long',
+        required: false,
+        params: { intervalSeconds: 30 },
+      },
+    ],
+  },
+  defaultInputModes: ['text/plain'],
+  defaultOutputModes: ['text/plain'],
+  skills: [
+    {
+      id: 'behave',
+      name: 'Behave',
+      description: 'echo / slow / input / fail / reject, chosen by the first word',
+      tags: ['test'],
+      examples: [],
+      inputModes: [],
+      outputModes: [],
+      securityRequirements: [],
+    },
+  ],
+};
+
+const now = () => new Date().toISOString();
+const textPart = (value) => ({
+  content: { $case: 'text', value },
+  filename: '',
+  mediaType: 'text/plain',
+  metadata: undefined,
+});
+const agentMessage = (taskId, contextId, value) => ({
+  messageId: randomUUID(),
+  taskId,
+  contextId,
+  role: Role.ROLE_AGENT,
+  parts: [textPart(value)],
+  metadata: undefined,
+  extensions: [],
+  referenceTaskIds: [],
+});
+const messageText = (message) =>
+  (message?.parts ?? [])
+    .map((p) => (p.content?.$case === 'text' ? p.content.value : ''))
+    .join('\n')
+    .trim();
+
+class BehaviourExecutor {
+  // taskId -> { release(outcome), done: Promise } for slow executions waiting for a follow-up
+  waiting = new Map();
+  // taskId -> contextId, for status events published by cancelTask
+  contexts = new Map();
+
+  status(bus, taskId, contextId, state, text) {
+    const status = { state, timestamp: now() };
+    if (text) status.message = agentMessage(taskId, contextId, text);
+    bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status, metadata: undefined }));
+  }
+
+  // Runs the behaviour chosen by `text` on an existing task (the first Task event is published).
+  async behave(text, taskId, contextId, bus) {
+    const word = (text.split(/\s+/, 1)[0] || '').toLowerCase();
+    if (word === 'reject') {
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_REJECTED, `rejected: ${text}`);
+      return;
+    }
+    this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
+    if (word === 'fail') {
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, 'failed as asked');
+    } else if (word === 'input') {
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, 'more input needed');
+    } else if (word === 'slow') {
+      let release;
+      const outcome = new Promise((resolve) => {
+        release = resolve;
+      });
+      const timer = setTimeout(() => release({ kind: 'timeout' }), args.slowTimeout * 1000);
+      let finish;
+      const done = new Promise((resolve) => {
+        finish = resolve;
+      });
+      this.waiting.set(taskId, { release, done });
+      const result = await outcome;
+      clearTimeout(timer);
+      this.waiting.delete(taskId);
+      try {
+        if (result.kind === 'timeout') {
+          this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, 'slow task timed out');
+        } else if (result.kind === 'follow-up') {
+          // The follow-up's text decides, on this execution's bus (the SDK closes the bus when
+          // the first execution returns, so the follow-up's own execution only waits for this).
+          await this.behave(result.text, taskId, contextId, bus);
+        }
+        // 'cancel': cancelTask already published CANCELED.
+      } finally {
+        finish();
+      }
+    } else {
+      const reply = word === 'echo' ? text.slice(4).trim() : text;
+      bus.publish(
+        AgentEvent.artifactUpdate({
+          taskId,
+          contextId,
+          append: false,
+          lastChunk: true,
+          artifact: {
+            artifactId: randomUUID(),
+            name: 'echo',
+            description: '',
+            parts: [textPart(`echo: ${reply}`)],
+            metadata: undefined,
+            extensions: [],
+          },
+          metadata: undefined,
+        }),
+      );
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED);
+    }
+  }
+
+  async execute(ctx, bus) {
+    const { taskId, contextId, userMessage } = ctx;
+    const text = messageText(userMessage);
+    this.contexts.set(taskId, contextId);
+    const waiter = this.waiting.get(taskId);
+    if (waiter) {
+      // Follow-up to a waiting slow task: hand the text over and wait until it is handled.
+      waiter.release({ kind: 'follow-up', text });
+      await waiter.done;
+      return;
+    }
+    if (!ctx.task) {
+      // The first event of a new task MUST be the Task itself.
+      bus.publish(
+        AgentEvent.task({
+          id: taskId,
+          contextId,
+          status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: now() },
+          artifacts: [],
+          history: [userMessage],
+          metadata: undefined,
+        }),
+      );
+    }
+    await this.behave(text, taskId, contextId, bus);
+  }
+
+  async cancelTask(taskId, bus) {
+    const waiter = this.waiting.get(taskId);
+    this.waiting.delete(taskId);
+    const contextId = this.contexts.get(taskId) ?? '';
+    this.status(bus, taskId, contextId, TaskState.TASK_STATE_CANCELED, 'canceled on request');
+    if (waiter) waiter.release({ kind: 'cancel' });
+  }
+}
+
+const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new BehaviourExecutor());
+const compat = { enabled: true };
+const app = express();
+app.use(
+  `/${AGENT_CARD_PATH}`,
+  agentCardHandler({ agentCardProvider: handler, cache: { maxAge: 300 } }),
+);
+app.use(
+  JSONRPC_PATH,
+  jsonRpcHandler({
+    requestHandler: handler,
+    userBuilder: UserBuilder.noAuthentication,
+    legacyCompat: compat,
+  }),
+);
+app.use(
+  REST_PATH,
+  restHandler({
+    requestHandler: handler,
+    userBuilder: UserBuilder.noAuthentication,
+    legacyCompat: compat,
+  }),
+);
+
+const server = app.listen(args.port, '127.0.0.1', (err) => {
+  if (err) {
+    console.error(`listen failed: ${err.message}`);
+    process.exit(1);
+  }
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const [rpc10, rest10, rpc03, rest03] = card.supportedInterfaces;
+  rpc10.url = `${base}${JSONRPC_PATH}`;
+  rest10.url = `${base}${REST_PATH}`;
+  rpc03.url = `${base}${JSONRPC_PATH}`;
+  rest03.url = `${base}${REST_PATH}`;
+  process.stdout.write(`READY ${base}\n`);
+});
+server.on('error', (err) => {
+  console.error(`server error: ${err.message}`);
+  process.exit(1);
+});
+const stop = () => {
+  server.close(() => process.exit(0));
+  server.closeAllConnections?.();
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

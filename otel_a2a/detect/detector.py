@@ -1,0 +1,172 @@
+"""The detector: ledger + card registry + invariant, in the calls the instrumentation makes.
+
+Pure: no I/O, no clock (every call takes ``now``, monotonic seconds), no OpenTelemetry. The
+instrumentation turns the verdicts into span events, log records and metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from otel_a2a.detect.invariant import (
+    is_redundant_get,
+    judge_decision,
+    judge_observation,
+    judge_task_not_found,
+)
+from otel_a2a.detect.ledger import Observation, TaskLedger
+from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
+from otel_a2a.detect.verdict import Verdict
+from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
+from otel_a2a.protocol.states import StateClass
+
+
+@dataclass(frozen=True, slots=True)
+class CardUpdate:
+    """Result of a card fetch: the agent key, the etag in force, whether it changed."""
+
+    agent: str
+    etag: str | None
+    etag_changed: bool
+    heartbeat: float
+    heartbeat_source: str
+
+
+class Detector:
+    """Tracks observations and judges decisions (DESIGN §1). Thread-safe.
+
+    ``heartbeat_overrides`` maps ``host[:port]`` to seconds.
+    """
+
+    def __init__(
+        self,
+        max_tasks: int = 100_000,
+        default_heartbeat: float = DEFAULT_HEARTBEAT,
+        heartbeat_overrides: Mapping[str, float] | None = None,
+        *,
+        max_agents: int = 1000,
+    ) -> None:
+        self.ledger = TaskLedger(max_tasks)
+        self.registry = CardRegistry(
+            max_agents,
+            default_heartbeat=default_heartbeat,
+            heartbeat_overrides=heartbeat_overrides,
+        )
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def on_card(self, card_url: str, card: CardInfo | None, now: float) -> CardUpdate:
+        """A well-known card response from ``card_url``; ``card`` None for ``304``.
+
+        ``now`` is accepted for symmetry and future use (card age); the etag is what counts.
+        """
+        registry = self.registry
+        agent = registry.agent_key(card_url)
+        if card is None:
+            registry.touch_304(agent)
+            changed = False
+        else:
+            changed = registry.update(agent, card)
+        heartbeat, source = registry.heartbeat(agent)
+        return CardUpdate(agent, registry.etag(agent), changed, heartbeat, source)
+
+    def on_reports(
+        self,
+        agent: str,
+        reports: Sequence[TaskReport],
+        source: Operation | str,
+        version: str | None,
+        now: float,
+    ) -> list[Verdict]:
+        """Record authoritative observations; return the observation-side divergences.
+
+        Each report with a state becomes the task's last observation under the agent's current
+        etag. A report without a state (an artifact update) only refreshes the time of a task
+        already tracked. ``version`` is not needed here: the wire layer already judged the
+        spelling's exactness against version and binding (``StateReading.exact``).
+        """
+        del version
+        verdicts: list[Verdict] = []
+        if not reports:
+            return verdicts
+        etag = self.registry.etag(agent)
+        heartbeat: float | None = None
+        op = source.value if isinstance(source, Operation) else str(source)
+        for report in reports:
+            reading = report.state
+            if reading is None:
+                self.ledger.touch(report.task_id, now)
+                continue
+            obs = Observation(
+                report.task_id, agent, reading.state, reading.raw, reading.exact, now, etag, op
+            )
+            prev = self.ledger.observe(obs)
+            if reading.exact and reading.mapped and (prev is None or not prev.state.is_terminal):
+                continue  # fast path: nothing on the observation side can hold
+            if heartbeat is None:
+                heartbeat = self.registry.heartbeat(agent)[0]
+            verdicts.extend(
+                judge_observation(
+                    prev,
+                    reading,
+                    task_id=report.task_id,
+                    etag_now=etag,
+                    heartbeat=heartbeat,
+                    now=now,
+                    agent=agent,
+                )
+            )
+        return verdicts
+
+    def on_stream_frame(self, task_id: str, now: float) -> bool:
+        """Any frame on an open stream for the task (event or ``: ping``) refreshes it."""
+        return self.ledger.touch(task_id, now)
+
+    def on_task_not_found(self, task_id: str, now: float) -> Verdict | None:
+        """The agent answered TaskNotFound: ``task_lost`` if it was live; forget it either way."""
+        prev = self.ledger.forget(task_id)
+        if prev is None:
+            return None
+        return judge_task_not_found(
+            prev,
+            now=now,
+            etag_now=self.registry.etag(prev.agent),
+            heartbeat=self.registry.heartbeat(prev.agent)[0],
+        )
+
+    # -- judgements -----------------------------------------------------------------------------
+
+    def decide(self, task_id: str, agent: str | None, now: float) -> Verdict:
+        """Judge a liveness decision on the task at ``agent`` (None: where it was observed)."""
+        obs = self.ledger.get(task_id)
+        if agent is None:
+            agent = obs.agent if obs is not None else None
+        if agent is None:
+            return judge_decision(task_id, obs, None, self.registry.default_heartbeat, now, None)
+        heartbeat = self.registry.heartbeat(agent)[0]
+        return judge_decision(task_id, obs, self.registry.etag(agent), heartbeat, now, agent)
+
+    def redundant_get(self, task_id: str, agent: str, now: float) -> bool:
+        """Whether a ``GetTask`` issued now is redundant; call it before recording its result."""
+        obs = self.ledger.get(task_id)
+        if obs is None:
+            return False
+        heartbeat = self.registry.heartbeat(agent)[0]
+        return is_redundant_get(obs, self.registry.etag(agent), now, heartbeat)
+
+    # -- gauges ---------------------------------------------------------------------------------
+
+    def stale_by_agent(self, now: float) -> dict[str, int]:
+        """``a2a.tasks.stale`` per agent key (0 for agents with live tasks, none stale)."""
+        registry = self.registry
+        return self.ledger.stale_by_agent(now, lambda agent: registry.heartbeat(agent)[0])
+
+    def tracked_by_class(self) -> dict[StateClass, int]:
+        """``a2a.tasks.tracked`` per state class."""
+        return self.ledger.counts_by_class()
+
+    @property
+    def evicted_total(self) -> int:
+        """``a2a.tasks.evicted`` (monotonic count since start)."""
+        return self.ledger.evicted_total

@@ -1,0 +1,163 @@
+"""The invariant as pure functions: given what is known, which reason (if any) holds.
+
+*A card fetch never authorises a state assumption; only an authoritative task observation
+under the current card etag and within the agent's heartbeat interval does.* (DESIGN §1)
+
+Everything here is a function of its arguments (time included), so the rules can be tested
+exhaustively and reused by the seed's guard functions and the live instrumentation alike.
+"""
+
+from __future__ import annotations
+
+from otel_a2a.detect.ledger import Observation
+from otel_a2a.detect.verdict import DivergenceReason, Evidence, Verdict
+from otel_a2a.protocol.states import StateReading, TaskState
+
+R = DivergenceReason
+
+
+def _age(obs: Observation, now: float) -> float:
+    # A clock read before the observation was recorded (threads racing) is age 0, not < 0.
+    # NaN stays NaN (and is then judged a gap: an age that cannot be compared authorises
+    # nothing).
+    age = now - obs.at
+    return 0.0 if age < 0.0 else age
+
+
+def _etag_changed(observed: str | None, now: str | None) -> bool:
+    """Changed only when both are known: an unknown etag proves nothing either way."""
+    return observed is not None and now is not None and observed != now
+
+
+def evidence_of(
+    task_id: str,
+    obs: Observation | None,
+    etag_now: str | None,
+    heartbeat: float,
+    now: float,
+    agent: str | None = None,
+) -> Evidence:
+    """The evidence of a decision on ``task_id`` given its last observation."""
+    if obs is None:
+        return Evidence(task_id, agent, None, None, None, etag_now, None, heartbeat)
+    _state, raw, _exact, _source, _cls = obs._kind  # one read instead of two properties
+    return Evidence(
+        task_id,
+        agent if agent is not None else obs.agent,
+        _state,
+        raw,
+        _age(obs, now),
+        etag_now,
+        obs.etag,
+        heartbeat,
+    )
+
+
+def judge_decision(
+    task_id: str,
+    obs: Observation | None,
+    etag_now: str | None,
+    heartbeat: float,
+    now: float,
+    agent: str | None = None,
+) -> Verdict:
+    """Judge a liveness decision on ``task_id``: ok, or the first reason that holds.
+
+    Order (most specific cause first): ``no_observation`` (none, or the last one is a
+    legitimate ``unknown``, which authorises nothing), ``etag_changed`` (both etags known and
+    different), ``terminal_state`` (the decision assumes the task live; terminal observations
+    are exempt from the gap, they never go stale), ``heartbeat_gap`` (non-terminal and older
+    than the heartbeat).
+    """
+    ev = evidence_of(task_id, obs, etag_now, heartbeat, now, agent)
+    state = ev.last_state
+    if obs is None or state is None or state is TaskState.UNKNOWN:
+        return Verdict(R.NO_OBSERVATION, ev)
+    if _etag_changed(obs.etag, etag_now):
+        return Verdict(R.ETAG_CHANGED, ev)
+    if state.is_terminal:
+        return Verdict(R.TERMINAL_STATE, ev)
+    if not (ev.age is not None and ev.age <= heartbeat):  # written so that NaN is a gap
+        return Verdict(R.HEARTBEAT_GAP, ev)
+    return Verdict(None, ev)
+
+
+def judge_observation(
+    prev: Observation | None,
+    reading: StateReading,
+    *,
+    task_id: str,
+    etag_now: str | None,
+    heartbeat: float,
+    now: float,
+    agent: str | None = None,
+) -> list[Verdict]:
+    """Observation-side divergences of one state reading (reported on the carrying span).
+
+    ``unknown_state`` (the spelling maps to nothing), ``non_canonical_state`` (mapped but not
+    an exact spelling of the version and binding in use) and ``terminal_regression`` (``prev``
+    terminal, the reading a known non-terminal state). At most two: a spelling reason and
+    a regression. The spelling reasons' evidence describes the reading itself (age 0, etag
+    now); the regression's describes the terminal observation it contradicts.
+    """
+    out: list[Verdict] = []
+    reading_ev = Evidence(
+        task_id, agent, reading.state, reading.raw, 0.0, etag_now, etag_now, heartbeat
+    )
+    if not reading.mapped:
+        out.append(Verdict(R.UNKNOWN_STATE, reading_ev))
+    elif not reading.exact:
+        out.append(Verdict(R.NON_CANONICAL_STATE, reading_ev))
+    if (
+        prev is not None
+        and prev.state.is_terminal
+        and reading.mapped
+        and reading.state is not TaskState.UNKNOWN
+        and not reading.state.is_terminal
+    ):
+        out.append(
+            Verdict(
+                R.TERMINAL_REGRESSION, evidence_of(task_id, prev, etag_now, heartbeat, now, agent)
+            )
+        )
+    return out
+
+
+def judge_task_not_found(
+    prev: Observation | None,
+    *,
+    now: float | None = None,
+    etag_now: str | None = None,
+    heartbeat: float = 30.0,
+) -> Verdict | None:
+    """``task_lost`` when the agent answers TaskNotFound for a task last seen non-terminal.
+
+    A task last seen terminal may legitimately be garbage-collected by the agent; one last
+    seen ``unknown`` was never known to be live, so neither is a loss. ``etag_now`` defaults
+    to the observation's etag and ``now`` to its time (age 0).
+    """
+    if prev is None or prev.state.is_terminal or prev.state is TaskState.UNKNOWN:
+        return None
+    ev = evidence_of(
+        prev.task_id,
+        prev,
+        prev.etag if etag_now is None else etag_now,
+        heartbeat,
+        prev.at if now is None else now,
+        prev.agent,
+    )
+    return Verdict(R.TASK_LOST, ev)
+
+
+def is_redundant_get(
+    obs: Observation | None, etag_now: str | None, now: float, heartbeat: float
+) -> bool:
+    """A ``GetTask`` that could not have told anything new (counted, never a divergence).
+
+    Redundant when the etag is unchanged and the last observation is either fresh (within the
+    heartbeat) or terminal (terminal tasks never change). Equivalently: a decision made now
+    would be ``ok`` or ``terminal_state``.
+    """
+    if obs is None or obs.state is TaskState.UNKNOWN or _etag_changed(obs.etag, etag_now):
+        return False
+    return obs.state.is_terminal or _age(obs, now) <= heartbeat

@@ -1,0 +1,397 @@
+"""The observation ledger: the last authoritative observation of every tracked task.
+
+The invariant needs, per task, only the *last* authoritative observation (state, spelling,
+time, card etag, source). The ledger keeps it for up to ``max_tasks`` tasks, so it must be
+small, O(1) per operation and safe to call from any thread the application uses.
+
+Layout, chosen for memory (see ``bench/bench_ledger.py``):
+
+* one ``dict`` task id -> node, and two intrusive doubly linked lists threaded through the
+  nodes themselves (terminal, and non-terminal = active + interrupted + unknown), oldest
+  first. A plain insertion-ordered dict cannot serve as the LRU: ``next(iter(d))`` after many
+  deletions from its front scans the deleted slots, which makes eviction at capacity quadratic
+  (measured: 5 s for 100k evictions at 200k tasks). ``OrderedDict`` is O(1) but costs ~50 bytes
+  more per task; two link slots cost 16.
+* the node *is* the :class:`Observation`. State, spelling, exactness, source and state class
+  are folded into one shared, interned ``kind`` tuple, so a node is 7 pointers plus one float
+  (~143 bytes per task with the dict, task id strings not counted).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from otel_a2a.protocol.states import StateClass, TaskState
+
+_MAX_KINDS = 4096  # distinct (state, raw, exact, source) combinations interned
+# Kind: (state, raw, exact, source, state class). Keyed by the state's *value*: hashing a
+# ``str`` is C code, hashing an ``Enum`` member calls ``Enum.__hash__`` in Python.
+_Kind = tuple[TaskState, str, bool, str, StateClass]
+_KINDS: dict[tuple[str, str, bool, str], _Kind] = {}
+_KINDS_LOCK = threading.Lock()
+
+# Observations are recorded from a monotonic clock under one lock, so list order is time
+# order up to the delay between reading the clock and taking the lock. The stale scan stops
+# early only past this margin.
+_ORDER_SLACK = 1.0
+
+
+def _kind(state: TaskState, raw: str, exact: bool, source: str) -> _Kind:
+    """The shared tuple for this combination: one pointer per node instead of five fields.
+
+    Bounded so that a peer inventing spellings cannot grow it; past the bound a node simply
+    holds its own tuple.
+    """
+    key = (state._value_, raw, exact, source)
+    shared = _KINDS.get(key)
+    if shared is not None:
+        return shared
+    kind: _Kind = (state, raw, exact, source, state.state_class)
+    with _KINDS_LOCK:
+        if len(_KINDS) < _MAX_KINDS:
+            return _KINDS.setdefault(key, kind)
+    return kind
+
+
+class Observation:
+    """One authoritative observation of a task (DESIGN §1).
+
+    ``at`` is monotonic seconds; ``etag`` the agent's card etag in force when observed (None
+    when no card is known); ``source`` the operation that carried it.
+
+    The instance doubles as the ledger's list node (two private link slots), which is what
+    keeps a tracked task small. Treat it as immutable once given to ``TaskLedger.observe``;
+    the one change the ledger makes is advancing ``at`` while the task is tracked and an open
+    stream delivers frames (``touch``). An observation returned as *previous* never changes.
+    """
+
+    __slots__ = ("_kind", "_next", "_prev", "agent", "at", "etag", "task_id")
+
+    task_id: str
+    agent: str
+    at: float
+    etag: str | None
+    _kind: _Kind
+    # Detached nodes point at ``_DETACHED``: typed non-optional, so list walks need no checks.
+    _prev: Observation
+    _next: Observation
+
+    def __init__(
+        self,
+        task_id: str,
+        agent: str,
+        state: TaskState,
+        raw: str,
+        exact: bool,
+        at: float,
+        etag: str | None,
+        source: str,
+    ) -> None:
+        self.task_id = task_id
+        self.agent = agent
+        self.at = at
+        self.etag = etag
+        self._kind = _kind(state, raw, exact, source)
+        self._prev = self._next = _DETACHED
+
+    @property
+    def state(self) -> TaskState:
+        return self._kind[0]
+
+    @property
+    def raw(self) -> str:
+        return self._kind[1]
+
+    @property
+    def exact(self) -> bool:
+        return self._kind[2]
+
+    @property
+    def source(self) -> str:
+        return self._kind[3]
+
+    def _copy(self, at: float) -> Observation:
+        """A detached copy at another time (no constructor work: the kind is already shared)."""
+        new = Observation.__new__(Observation)
+        new.task_id = self.task_id
+        new.agent = self.agent
+        new.at = at
+        new.etag = self.etag
+        new._kind = self._kind
+        new._prev = new._next = _DETACHED
+        return new
+
+    def __repr__(self) -> str:
+        return (
+            f"Observation(task_id={self.task_id!r}, agent={self.agent!r}, "
+            f"state={self.state.value!r}, raw={self.raw!r}, exact={self.exact}, at={self.at}, "
+            f"etag={self.etag!r}, source={self.source!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Observation):
+            return NotImplemented
+        return (
+            self.task_id == other.task_id
+            and self.agent == other.agent
+            and self.at == other.at
+            and self.etag == other.etag
+            and self._kind == other._kind
+        )
+
+
+def _sentinel() -> Observation:
+    """An empty circular list: the sentinel's ``_next`` is the oldest node, ``_prev`` newest."""
+    s = Observation.__new__(Observation)
+    s.task_id, s.agent, s.at, s.etag = "", "", 0.0, None
+    s._kind = _kind(TaskState.UNKNOWN, "", False, "")
+    s._prev = s._next = s
+    return s
+
+
+_DETACHED = _sentinel()
+_TERMINAL = StateClass.TERMINAL  # a global read is cheaper than an enum attribute
+
+
+class TaskLedger:
+    """Bounded, thread-safe map task id -> last :class:`Observation`, O(1) per operation.
+
+    When full, a new task evicts the least recently observed terminal task (a terminal task
+    never changes, so it is the cheapest to forget), else the least recently observed
+    non-terminal one; ``evicted_total`` counts them (metric ``a2a.tasks.evicted``).
+    """
+
+    def __init__(self, max_tasks: int) -> None:
+        if max_tasks < 1:
+            raise ValueError(f"max_tasks must be >= 1, got {max_tasks!r}")
+        self.max_tasks = max_tasks
+        self.evicted_total = 0
+        self._lock = threading.Lock()
+        self._index: dict[str, Observation] = {}
+        self._terminal = _sentinel()
+        self._live = _sentinel()
+        self._n_terminal = 0
+        self._n_interrupted = 0
+        # Non-terminal tasks per agent: the stale scan needs every agent's heartbeat up front
+        # to know when it may stop, and reports 0 for agents that have tasks but none stale.
+        self._live_by_agent: dict[str, int] = {}
+        self._stale_fraction = 0.0  # of the last scan: picks the cheaper end to walk from
+
+    # -- plumbing (caller holds the lock) -------------------------------------------------------
+    # Moving a node is pure pointer work; the counters change only when a task enters or
+    # leaves, changes state class or agent, which keeps the common re-observation cheap.
+
+    def _count(self, node: Observation, delta: int) -> None:
+        cls = node._kind[4]
+        if cls is StateClass.TERMINAL:
+            self._n_terminal += delta
+            return
+        if cls is StateClass.INTERRUPTED:
+            self._n_interrupted += delta
+        agent = node.agent
+        left = self._live_by_agent.get(agent, 0) + delta
+        if left:
+            self._live_by_agent[agent] = left
+        else:
+            del self._live_by_agent[agent]
+
+    @staticmethod
+    def _detach(node: Observation) -> None:
+        prev, nxt = node._prev, node._next
+        prev._next = nxt
+        nxt._prev = prev
+        node._prev = node._next = _DETACHED
+
+    # -- operations ------------------------------------------------------------------------------
+
+    def observe(self, obs: Observation) -> Observation | None:
+        """Record ``obs`` as the task's last observation; return the previous one (or None).
+
+        The ledger links ``obs`` itself in (no copy) unless it is already linked somewhere,
+        in which case it links a copy; either way the caller should not modify it afterwards.
+        The returned previous observation is detached and never changes again.
+        """
+        kind = obs._kind
+        # Hot path: list moves are inlined (a method call costs as much as the move itself).
+        with self._lock:
+            node = obs if obs._prev is _DETACHED else obs._copy(obs.at)
+            index = self._index
+            prev = index.get(node.task_id)
+            if prev is not None:
+                p, n = prev._prev, prev._next
+                p._next = n
+                n._prev = p
+                prev._prev = prev._next = _DETACHED
+                if prev._kind[4] is not kind[4] or prev.agent != node.agent:
+                    self._count(prev, -1)
+                    self._count(node, 1)
+            elif len(index) >= self.max_tasks:  # evict, inlined for the same reason
+                head = self._terminal if self._n_terminal else self._live
+                victim = head._next
+                n = victim._next
+                head._next = n
+                n._prev = head
+                victim._prev = victim._next = _DETACHED
+                del index[victim.task_id]
+                self.evicted_total += 1
+                if victim._kind[4] is not kind[4] or victim.agent != node.agent:
+                    self._count(victim, -1)
+                    self._count(node, 1)
+            else:
+                self._count(node, 1)
+            head = self._terminal if kind[4] is _TERMINAL else self._live
+            tail = head._prev
+            tail._next = node
+            node._prev = tail
+            node._next = head
+            head._prev = node
+            index[node.task_id] = node
+        return prev
+
+    def touch(self, task_id: str, at: float) -> bool:
+        """An open stream's frame: the task was seen at ``at`` (never moved backwards).
+
+        Refreshes the tracked observation's ``at`` in place (no allocation: streams are the
+        hot path) and makes it the most recently observed. False when the task is not tracked.
+        """
+        with self._lock:
+            node = self._index.get(task_id)
+            if node is None:
+                return False
+            if at > node.at:
+                node.at = at
+            head = self._terminal if node._kind[4] is _TERMINAL else self._live
+            if head._prev is not node:
+                p, n = node._prev, node._next
+                p._next = n
+                n._prev = p
+                tail = head._prev
+                tail._next = node
+                node._prev = tail
+                node._next = head
+                head._prev = node
+            return True
+
+    def get(self, task_id: str) -> Observation | None:
+        return self._index.get(task_id)  # a single dict read is atomic under the GIL
+
+    def forget(self, task_id: str) -> Observation | None:
+        """Stop tracking the task; return its last observation."""
+        with self._lock:
+            node = self._index.pop(task_id, None)
+            if node is not None:
+                self._detach(node)
+                self._count(node, -1)
+            return node
+
+    def counts_by_class(self) -> dict[StateClass, int]:
+        """Tracked tasks per ``a2a.task.state.class`` (``unknown`` counts as active)."""
+        with self._lock:
+            live = len(self._index) - self._n_terminal
+            return {
+                StateClass.ACTIVE: live - self._n_interrupted,
+                StateClass.INTERRUPTED: self._n_interrupted,
+                StateClass.TERMINAL: self._n_terminal,
+            }
+
+    def stale_by_agent(self, now: float, heartbeat_of: Callable[[str], float]) -> dict[str, int]:
+        """Non-terminal tasks whose last observation is older than their agent's heartbeat.
+
+        Every agent with a non-terminal task appears, with 0 when none is stale (so the gauge
+        goes to 0 instead of disappearing). The non-terminal list is in observation order,
+        which is time order up to ``_ORDER_SLACK``, so the walk never needs every node: from
+        the oldest end it counts stale nodes and stops past the point where every node is
+        fresh for the *smallest* heartbeat; from the newest end it counts fresh nodes and
+        stops past the point where every node is stale for the *largest* one (stale = tasks
+        minus fresh). It walks from the end that was cheaper last time (the stale fraction
+        changes slowly), so the cost is about min(stale, fresh) nodes; at worst one pass.
+        """
+        with self._lock:
+            live = self._live_by_agent
+            if not live:
+                return {}
+            hb = {agent: float(heartbeat_of(agent)) for agent in live}
+            head = self._live
+            seen = dict.fromkeys(hb, 0)
+            if len(hb) == 1:  # one agent (the common case): no per-node dict work
+                ((agent, h),) = hb.items()
+                seen[agent] = self._walk_one(now, h)
+                out = seen
+            elif self._stale_fraction <= 0.5:
+                stop = now - min(hb.values()) + _ORDER_SLACK
+                node = head._next
+                while node is not head:
+                    at = node.at
+                    if at >= stop:
+                        break
+                    agent = node.agent
+                    if now - at > hb[agent]:
+                        seen[agent] += 1
+                    node = node._next
+                out = seen
+            else:
+                stop = now - max(hb.values()) - _ORDER_SLACK
+                node = head._prev
+                while node is not head:
+                    at = node.at
+                    if at < stop:
+                        break
+                    agent = node.agent
+                    if not now - at > hb[agent]:  # fresh; NaN counts as stale
+                        seen[agent] += 1
+                    node = node._prev
+                out = {agent: live[agent] - fresh for agent, fresh in seen.items()}
+            total = len(self._index) - self._n_terminal
+            self._stale_fraction = sum(out.values()) / total
+            return out
+
+    def _walk_one(self, now: float, h: float) -> int:
+        """Stale count when every non-terminal task has the same heartbeat ``h``."""
+        head = self._live
+        n = 0
+        if self._stale_fraction <= 0.5:
+            stop = now - h + _ORDER_SLACK
+            node = head._next
+            while node is not head:
+                at = node.at
+                if at >= stop:
+                    break
+                if now - at > h:
+                    n += 1
+                node = node._next
+            return n
+        stop = now - h - _ORDER_SLACK
+        node = head._prev
+        while node is not head:
+            at = node.at
+            if at < stop:
+                break
+            if not now - at > h:
+                n += 1
+            node = node._prev
+        return len(self._index) - self._n_terminal - n
+
+    def oldest(self, terminal: bool) -> Observation | None:
+        """The least recently observed task of one list (eviction order); for tests/diagnostics."""
+        with self._lock:
+            head = self._terminal if terminal else self._live
+            node = head._next
+            return None if node is head else node
+
+    def snapshot(self) -> list[Observation]:
+        """All observations, terminal list then non-terminal list, oldest first. O(n)."""
+        with self._lock:
+            out: list[Observation] = []
+            for head in (self._terminal, self._live):
+                node = head._next
+                while node is not head:
+                    out.append(node)
+                    node = node._next
+            return out
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._index

@@ -1,0 +1,274 @@
+"""What this process knows about each agent's card: etag in force, heartbeat, identity.
+
+The invariant compares a task's observation etag with the *current* card etag of its agent
+and ages it against the agent's heartbeat, so both must be resolved per agent, cheaply, from
+any thread, with a bound on how many agents are remembered (a crawler talking to many hosts
+must not grow memory without limit).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+from otel_a2a.protocol.model import CardInfo
+
+DEFAULT_HEARTBEAT = 30.0
+_MAX_INTERFACES = 32  # per card; a card declaring more is not describing itself honestly
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def _valid_seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _split(url: str) -> tuple[str, str, str] | None:
+    """(origin, host[:port] without default port, path) of an absolute URL, or None.
+
+    Lowercase scheme and host, no credentials, no query or fragment.
+    """
+    try:
+        parts: SplitResult = urlsplit(url.strip())
+        host = parts.hostname
+        port = parts.port
+    except (ValueError, AttributeError):
+        return None
+    scheme = parts.scheme.lower()
+    if not scheme or not host:
+        return None
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    hostport = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    return f"{scheme}://{hostport}", hostport, parts.path
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` (lowercase, no credentials, default port dropped).
+
+    A string that is not an absolute URL is returned stripped of query and fragment, so an
+    odd input still yields a stable key instead of an error.
+    """
+    split = _split(url)
+    if split is not None:
+        return split[0]
+    return url.split("?", 1)[0].split("#", 1)[0][:256]
+
+
+def _path_prefix(path: str) -> str:
+    return path.rstrip("/")
+
+
+def _has_prefix(path: str, prefix: str) -> bool:
+    """Segment-wise prefix: ``/a2a/w`` owns ``/a2a/w/tasks/1`` but not ``/a2a/w2``."""
+    if not prefix:
+        return True
+    return path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + ":")
+
+
+def _heartbeat_override(overrides: Mapping[str, float], hostports: list[str]) -> float | None:
+    for hostport in hostports:
+        seconds = overrides.get(hostport)
+        if seconds is None and ":" in hostport and not hostport.endswith("]"):
+            seconds = overrides.get(hostport.rsplit(":", 1)[0])
+        if seconds is not None:
+            return seconds
+    return None
+
+
+@dataclass(slots=True)
+class _Agent:
+    card: CardInfo | None = None
+    etag: str | None = None
+    previous_etag: str | None = None
+    etag_changes: int = 0
+    heartbeat: tuple[float, str] | None = None  # resolved lazily, reset on card change
+    prefixes: tuple[tuple[str, str], ...] = ()  # (origin, path prefix) this agent owns
+
+
+class CardRegistry:
+    """Per agent key (card URL origin): etag now and before, card, heartbeat, etag changes.
+
+    ``heartbeat_overrides`` maps ``host[:port]`` to seconds (``OTEL_A2A_HEARTBEAT_OVERRIDES``);
+    ``default_heartbeat`` is ``OTEL_A2A_DEFAULT_HEARTBEAT``. Remembers at most ``max_agents``
+    agents, forgetting the least recently updated one.
+    """
+
+    def __init__(
+        self,
+        max_agents: int = 1000,
+        *,
+        default_heartbeat: float = DEFAULT_HEARTBEAT,
+        heartbeat_overrides: Mapping[str, float] | None = None,
+    ) -> None:
+        self.max_agents = max(1, max_agents)
+        self.default_heartbeat = _valid_seconds(default_heartbeat) or DEFAULT_HEARTBEAT
+        self._overrides: dict[str, float] = {}
+        for key, value in (heartbeat_overrides or {}).items():
+            seconds = _valid_seconds(value)
+            if isinstance(key, str) and seconds is not None:
+                self._overrides[key.strip().lower()] = seconds
+        self._lock = threading.Lock()
+        self._agents: OrderedDict[str, _Agent] = OrderedDict()
+        # origin -> [(path prefix, agent)], longest prefix first
+        self._routes: dict[str, list[tuple[str, str]]] = {}
+
+    # -- identity -------------------------------------------------------------------------------
+
+    @staticmethod
+    def agent_key(card_url: str) -> str:
+        """The agent key of a card fetched from ``card_url``: its origin."""
+        return origin(card_url)
+
+    def agent_for_url(self, url: str) -> str:
+        """The agent a request URL belongs to (DESIGN §1, agent identity).
+
+        The agent whose declared interface URL is the longest (segment-wise) prefix of
+        ``url``, else the request's origin.
+        """
+        split = _split(url)
+        if split is None:
+            return origin(url)
+        req_origin, _hostport, path = split
+        routes = self._routes.get(req_origin)
+        if routes:
+            for prefix, agent in routes:  # sorted longest first
+                if _has_prefix(path, prefix):
+                    return agent
+        return req_origin
+
+    # -- cards ----------------------------------------------------------------------------------
+
+    def update(self, agent: str, card: CardInfo) -> bool:
+        """Record a fetched card; True when its etag differs from a previously known one."""
+        with self._lock:
+            entry = self._agents.get(agent)
+            if entry is None:
+                entry = self._new(agent)
+            else:
+                self._agents.move_to_end(agent)
+            changed = entry.etag is not None and entry.etag != card.etag
+            if changed:
+                entry.previous_etag = entry.etag
+                entry.etag_changes += 1
+            entry.etag = card.etag
+            entry.card = card
+            entry.heartbeat = None
+            self._set_routes(agent, entry, card)
+            return changed
+
+    def touch_304(self, agent: str) -> None:
+        """A ``304 Not Modified`` card response: the etag stays, the agent is fresh."""
+        with self._lock:
+            if agent in self._agents:
+                self._agents.move_to_end(agent)
+
+    def _new(self, agent: str) -> _Agent:
+        while len(self._agents) >= self.max_agents:
+            old_key, old = self._agents.popitem(last=False)
+            self._drop_routes(old_key, old)
+        entry = _Agent()
+        self._agents[agent] = entry
+        return entry
+
+    def _drop_routes(self, agent: str, entry: _Agent) -> None:
+        for route_origin, prefix in entry.prefixes:
+            routes = self._routes.get(route_origin)
+            if routes is None:
+                continue
+            kept = [r for r in routes if r != (prefix, agent)]
+            if kept:
+                self._routes[route_origin] = kept
+            else:
+                del self._routes[route_origin]
+        entry.prefixes = ()
+
+    def _set_routes(self, agent: str, entry: _Agent, card: CardInfo) -> None:
+        self._drop_routes(agent, entry)
+        owned: list[tuple[str, str]] = []
+        for iface in card.interfaces[:_MAX_INTERFACES]:
+            split = _split(iface.url) if isinstance(iface.url, str) else None
+            if split is None:
+                continue
+            key = (split[0], _path_prefix(split[2]))
+            if key not in owned:
+                owned.append(key)
+        for route_origin, prefix in owned:
+            # Copy-on-write: agent_for_url reads routes without the lock.
+            routes = [r for r in self._routes.get(route_origin, ()) if r[0] != prefix]
+            routes.append((prefix, agent))
+            routes.sort(key=lambda r: len(r[0]), reverse=True)
+            self._routes[route_origin] = routes
+        entry.prefixes = tuple(owned)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def etag(self, agent: str) -> str | None:
+        entry = self._agents.get(agent)
+        return entry.etag if entry is not None else None
+
+    def previous_etag(self, agent: str) -> str | None:
+        entry = self._agents.get(agent)
+        return entry.previous_etag if entry is not None else None
+
+    def etag_changes(self, agent: str) -> int:
+        entry = self._agents.get(agent)
+        return entry.etag_changes if entry is not None else 0
+
+    def card(self, agent: str) -> CardInfo | None:
+        entry = self._agents.get(agent)
+        return entry.card if entry is not None else None
+
+    def name(self, agent: str) -> str | None:
+        entry = self._agents.get(agent)
+        return entry.card.name if entry is not None and entry.card is not None else None
+
+    def heartbeat(self, agent: str) -> tuple[float, str]:
+        """(seconds, source) for the agent, first match wins (DESIGN §1).
+
+        ``override`` (``host[:port]`` of the agent key or of an interface it declares),
+        ``extension`` / ``card-field`` (from its card), ``default``.
+        """
+        entry = self._agents.get(agent)
+        if entry is not None and entry.heartbeat is not None:
+            return entry.heartbeat
+        resolved = self._resolve_heartbeat(agent, entry)
+        if entry is not None:
+            entry.heartbeat = resolved  # a benign race: same value either way
+        return resolved
+
+    def _resolve_heartbeat(self, agent: str, entry: _Agent | None) -> tuple[float, str]:
+        card = entry.card if entry is not None else None
+        if self._overrides:
+            hostports = []
+            split = _split(agent)
+            if split is not None:
+                hostports.append(split[1])
+            if card is not None:
+                for iface in card.interfaces[:_MAX_INTERFACES]:
+                    isplit = _split(iface.url) if isinstance(iface.url, str) else None
+                    if isplit is not None:
+                        hostports.append(isplit[1])
+            seconds = _heartbeat_override(self._overrides, hostports)
+            if seconds is not None:
+                return seconds, "override"
+        if card is not None:
+            seconds = _valid_seconds(card.heartbeat)
+            if seconds is not None and card.heartbeat_source in ("extension", "card-field"):
+                return seconds, card.heartbeat_source
+            if seconds is not None:
+                return seconds, "card-field"
+        return self.default_heartbeat, "default"
+
+    def agents(self) -> list[str]:
+        with self._lock:
+            return list(self._agents)
+
+    def __len__(self) -> int:
+        return len(self._agents)

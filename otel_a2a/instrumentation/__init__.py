@@ -1,0 +1,82 @@
+"""OpenTelemetry instrumentation of A2A clients that detects silent task-state divergence.
+
+Usage
+-----
+Zero code: ``pip install otel-a2a`` and start the service with ``OTEL_A2A_ENABLED=true`` (plus
+the standard ``OTEL_*`` exporter variables). Under ``opentelemetry-instrument`` the entry point
+``a2a`` is picked up like any other instrumentation.
+
+In code::
+
+    from otel_a2a import A2AInstrumentor, liveness_decision
+
+    A2AInstrumentor().instrument()          # every httpx.Client / AsyncClient, a2a-sdk included
+
+    async def follow_up(client, task_id):
+        async with liveness_decision(task_id):   # judged before the block runs
+            ...
+
+    A2AInstrumentor().uninstrument()
+
+What it does
+------------
+Each A2A operation sent through httpx gets a ``CLIENT`` span named ``A2A {operation}`` that
+lives until the response body or stream is consumed or closed. Response bytes are observed as
+the application reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed
+incrementally). Task states read from ``GetTask``, ``SendMessage``, ``CancelTask``,
+``ListTasks`` and streams are authoritative observations; card fetches set the agent's etag
+and heartbeat. Liveness decisions (follow-up messages, cancels, push-config creation,
+``liveness_decision`` blocks, spans with ``a2a.liveness.decision=true``) are judged against
+the invariant and each divergence becomes an ``a2a.divergence`` span event, log record and
+metric. Detection does not depend on trace sampling.
+
+``instrument()`` accepts ``tracer_provider`` and ``meter_provider``. Configuration comes from
+the ``OTEL_A2A_*`` environment variables (see the README); invalid values log one warning and
+fall back to the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import httpx
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
+
+from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation.config import load_settings
+from otel_a2a.instrumentation.decision import liveness_decision
+from otel_a2a.instrumentation.httpx_client import async_send, send
+from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+from otel_a2a.instrumentation.providers import attach_processor
+from otel_a2a.instrumentation.runtime import Runtime
+from otel_a2a.package import _instruments
+
+__all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
+
+
+class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        tracer_provider = kwargs.get("tracer_provider")
+        rt = Runtime(load_settings(), tracer_provider, kwargs.get("meter_provider"))
+        provider = tracer_provider or trace.get_tracer_provider()
+        if kwargs.get("configure_sdk"):
+            rt.setup_pending = "configure"
+        elif not attach_processor(provider):
+            rt.setup_pending = "attach"
+        runtime.install(rt)
+        wrap_function_wrapper(httpx.Client, "send", send)
+        wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        unwrap(httpx.Client, "send")
+        unwrap(httpx.AsyncClient, "send")
+        runtime.install(None)

@@ -1,0 +1,113 @@
+"""Configuration from ``OTEL_A2A_*`` environment variables (DESIGN §6).
+
+A bad value never stops the host: it logs one warning naming the variable and the default is
+used instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+_log = logging.getLogger("otel_a2a")
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool = False
+    enforce: bool = False
+    default_heartbeat: float = 30.0
+    heartbeat_overrides: Mapping[str, float] = field(default_factory=dict)
+    max_tracked_tasks: int = 100_000
+    max_body_bytes: int = 4 * 1024 * 1024
+
+
+def _warn(name: str, value: str, default: object) -> None:
+    _log.warning("otel-a2a: ignoring %s=%r (invalid); using the default %r", name, value, default)
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    _warn(name, raw, default)
+    return default
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        _warn(name, raw, default)
+        return default
+    return value
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        _warn(name, raw, default)
+        return default
+    return value
+
+
+def _overrides(env: Mapping[str, str], name: str) -> dict[str, float]:
+    """Parse ``host[:port]=seconds,…``; one bad entry invalidates the variable (no half-config)."""
+    raw = env.get(name, "")
+    result: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        host, sep, seconds = item.rpartition("=")
+        try:
+            value = float(seconds)
+        except ValueError:
+            value = math.nan
+        if not sep or not host.strip() or not math.isfinite(value) or value <= 0:
+            _warn(name, raw, "")
+            return {}
+        result[host.strip().lower()] = value
+    return result
+
+
+def _mode(env: Mapping[str, str]) -> bool:
+    raw = env.get("OTEL_A2A_MODE")
+    if raw is None or raw.strip().lower() in ("", "observe"):
+        return False
+    if raw.strip().lower() == "enforce":
+        return True
+    _warn("OTEL_A2A_MODE", raw, "observe")
+    return False
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read every ``OTEL_A2A_*`` variable; never raises."""
+    env = os.environ if env is None else env
+    return Settings(
+        enabled=_bool(env, "OTEL_A2A_ENABLED", False),
+        enforce=_mode(env),
+        default_heartbeat=_positive_float(env, "OTEL_A2A_DEFAULT_HEARTBEAT", 30.0),
+        heartbeat_overrides=_overrides(env, "OTEL_A2A_HEARTBEAT_OVERRIDES"),
+        max_tracked_tasks=_positive_int(env, "OTEL_A2A_MAX_TRACKED_TASKS", 100_000),
+        max_body_bytes=_positive_int(env, "OTEL_A2A_MAX_BODY_BYTES", 4 * 1024 * 1024),
+    )

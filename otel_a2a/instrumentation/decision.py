@@ -1,0 +1,111 @@
+"""``liveness_decision``: mark application code that assumes a task is still live."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+from opentelemetry import context, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_a2a.detect import TaskStateDivergenceError, Verdict
+from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation import semconv as sc
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class liveness_decision:
+    """Open an ``A2A liveness_decision`` span and judge the decision before the block runs.
+
+    Usable as ``with``/``async with`` block and as a decorator of sync or async functions.
+    In ``enforce`` mode (``OTEL_A2A_MODE=enforce``) a divergent decision raises
+    :class:`TaskStateDivergenceError` before the block runs. ``agent`` is the agent's URL
+    (any URL under its interface); by default the agent where the task was last observed.
+    Without instrumentation the block just runs.
+    """
+
+    def __init__(self, task_id: str, *, agent: str | None = None, assumed_state: str = "working"):
+        self.task_id = task_id
+        self.agent = agent
+        self.assumed_state = assumed_state
+        self.verdict: Verdict | None = None
+        self._span: Span | None = None
+        self._token: object | None = None
+
+    def __enter__(self) -> liveness_decision:
+        rt = runtime.current()
+        if rt is None:
+            return self
+        try:
+            agent = rt.resolve_agent(self.task_id, self.agent)
+            span = rt.tracer.start_span(
+                "A2A liveness_decision",
+                kind=SpanKind.INTERNAL,
+                attributes={
+                    sc.LIVENESS_DECISION: True,
+                    sc.TASK_ID: self.task_id,
+                    sc.ASSUMED_STATE: self.assumed_state,
+                    sc.AGENT_URL: agent,
+                },
+            )
+            self._span = span
+            self.verdict = rt.decide(span, self.task_id, agent, "liveness_decision")
+            self._token = context.attach(trace.set_span_in_context(span))
+        except Exception as exc:
+            rt.error(exc)
+            return self
+        if rt.settings.enforce and self.verdict is not None and not self.verdict.ok:
+            error = TaskStateDivergenceError(self.verdict)
+            self.__exit__(type(error), error, None)
+            raise error
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span, token = self._span, self._token
+        self._span = self._token = None
+        if token is not None:
+            context.detach(token)  # type: ignore[arg-type]
+        if span is not None:
+            if exc_type is not None:
+                span.set_status(Status(StatusCode.ERROR, exc_type.__qualname__))
+            span.end()
+
+    async def __aenter__(self) -> liveness_decision:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def _fresh(self) -> liveness_decision:
+        return liveness_decision(self.task_id, agent=self.agent, assumed_state=self.assumed_state)
+
+    def __call__(self, func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with self._fresh():
+                    return await func(*args, **kwargs)
+
+            return cast(F, async_wrapper)
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._fresh():
+                return func(*args, **kwargs)
+
+        return cast(F, wrapper)

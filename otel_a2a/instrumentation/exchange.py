@@ -1,0 +1,352 @@
+"""One A2A exchange, from the request leaving to the last byte of its response.
+
+The exchange owns the operation's span. It sees the response bytes only as the application
+reads them (see ``httpx_client``), holds at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, parses
+SSE incrementally, and ends the span when the body is consumed or closed. Every method is
+called from the host's request path and contains its own failures (counted, never raised).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_a2a.detect import Verdict
+from otel_a2a.instrumentation import semconv as sc
+from otel_a2a.instrumentation.runtime import Runtime
+from otel_a2a.protocol import (
+    A2ARequest,
+    Operation,
+    ResponseFacts,
+    SSEParser,
+    StreamEvent,
+    TaskReport,
+    extract_prefix,
+    extract_response,
+    parse_card,
+)
+
+_DECISION_OPS = frozenset(
+    {
+        Operation.SEND_MESSAGE,
+        Operation.SEND_STREAMING_MESSAGE,
+        Operation.CANCEL_TASK,
+        Operation.CREATE_PUSH_CONFIG,
+    }
+)
+# Oversized bodies are searched for their state in growing prefixes, so that a 50 MB history
+# costs a small parse when the status comes first (it does in both official SDKs).
+_PREFIX_STEPS = (64 * 1024, 1024 * 1024)
+
+
+def _decoder(headers: Mapping[str, str]) -> zlib._Decompress | bool | None:
+    """A decoder for the raw body, ``None`` for identity, ``False`` when unsupported."""
+    encoding = headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    return False
+
+
+class Exchange:
+    __slots__ = (
+        "_buffer",
+        "_closed",
+        "_decoder",
+        "_last_report",
+        "_overflow",
+        "_sse",
+        "_stream_tasks",
+        "_terminal_seen",
+        "a2a",
+        "agent",
+        "etag_before",
+        "headers",
+        "rt",
+        "span",
+        "status",
+        "url",
+    )
+
+    def __init__(self, rt: Runtime, a2a: A2ARequest, url: str) -> None:
+        self.rt = rt
+        self.a2a = a2a
+        self.url = url
+        self.status = 0
+        self.headers: Mapping[str, str] = {}
+        self._buffer: bytearray | None = None
+        self._overflow = False
+        self._decoder: zlib._Decompress | None = None
+        self._sse: SSEParser | None = None
+        self._stream_tasks: set[str] = set()
+        self._last_report: TaskReport | None = None
+        self._terminal_seen = False
+        self._closed = False
+        detector = rt.detector
+        self.agent = detector.registry.agent_for_url(url)
+        self.etag_before = detector.registry.etag(self.agent)
+        op = a2a.operation
+        attrs: dict[str, str | bool] = {
+            sc.RPC_SYSTEM: "a2a",
+            sc.RPC_METHOD: op.value,
+            sc.OPERATION: op.value,
+            sc.BINDING: a2a.binding.value,
+            sc.AGENT_URL: self.agent,
+        }
+        if a2a.version is not None:
+            attrs[sc.PROTOCOL_VERSION] = a2a.version
+        if a2a.jsonrpc_method:
+            attrs[sc.JSONRPC_METHOD] = a2a.jsonrpc_method
+        name = detector.registry.name(self.agent)
+        if name:
+            attrs[sc.AGENT_NAME] = name
+        if a2a.task_id:
+            attrs[sc.TASK_ID] = a2a.task_id
+        if a2a.context_id:
+            attrs[sc.CONTEXT_ID] = a2a.context_id
+        if self.etag_before and op is not Operation.GET_AGENT_CARD:
+            attrs[sc.CARD_ETAG] = self.etag_before
+        self.span: Span = rt.tracer.start_span(
+            f"A2A {op.value}", kind=SpanKind.CLIENT, attributes=attrs
+        )
+
+    # -- before the request leaves ------------------------------------------------------
+
+    def before_send(self) -> None:
+        """Judge implicit liveness decisions and redundant polls, before the request leaves."""
+        a2a, now = self.a2a, time.monotonic()
+        task_id = a2a.task_id
+        if not task_id:
+            return
+        if a2a.operation is Operation.GET_TASK:
+            if self.rt.detector.redundant_get(task_id, self.agent, now):
+                self.rt.metrics.get_redundant.add(
+                    1, {sc.AGENT_NAME: self.rt.metrics.agent(self.agent)}
+                )
+        elif a2a.operation in _DECISION_OPS:
+            self.rt.decide(self.span, task_id, self.agent, a2a.operation.value, now)
+
+    # -- response ------------------------------------------------------------------------
+
+    def on_response(self, status: int, headers: Mapping[str, str]) -> None:
+        self.status = status
+        self.headers = headers
+        if self.span.is_recording():
+            self.span.set_attribute("http.response.status_code", status)
+        decoder = _decoder(headers)
+        if decoder is False:
+            self.rt.error("unsupported_content_encoding")
+            self._overflow = True  # observe nothing rather than guess
+            return
+        self._decoder = decoder if decoder is not None and not isinstance(decoder, bool) else None
+        if "text/event-stream" in headers.get("content-type", ""):
+            self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
+            if self.a2a.task_id:
+                self._stream_tasks.add(self.a2a.task_id)
+        else:
+            self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        """Raw bytes as the application reads them (stream mode)."""
+        if self._closed or self._overflow or not chunk:
+            return
+        try:
+            if self._decoder is not None:
+                chunk = self._decoder.decompress(chunk)
+            if self._sse is not None:
+                self._on_events(self._sse.feed(chunk))
+            elif self._buffer is not None:
+                self._buffer_chunk(chunk)
+        except Exception as exc:
+            self.rt.error(exc)
+
+    def _buffer_chunk(self, chunk: bytes) -> None:
+        assert self._buffer is not None
+        limit = self.rt.settings.max_body_bytes
+        room = limit - len(self._buffer)
+        if len(chunk) <= room:
+            self._buffer += chunk
+            return
+        self._buffer += chunk[: max(room, 0)]
+        self._overflow = True
+        self._observe_prefix(bytes(self._buffer))
+        self._buffer = None
+
+    def complete(self, body: bytes | None = None) -> None:
+        """The whole body was read (``body`` given when httpx read it for the application)."""
+        if self._closed:
+            return
+        try:
+            if body is not None:
+                if self._sse is not None:
+                    self._on_events(self._sse.feed(body))
+                elif len(body) > self.rt.settings.max_body_bytes:
+                    self._observe_prefix(body)
+                else:
+                    self._observe_body(body)
+            elif self._sse is not None:
+                self._on_events(self._sse.close())
+            elif self._buffer is not None and not self._overflow:
+                self._observe_body(bytes(self._buffer))
+            self._buffer = None
+        except Exception as exc:
+            self.rt.error(exc)
+        self.close()
+
+    def fail(self, exc: BaseException) -> None:
+        """The request or the body read failed: end the span with the exception's type only."""
+        if self._closed:
+            return
+        try:
+            if self.span.is_recording():
+                self.span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+                self.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        except Exception as err:
+            self.rt.error(err)
+        self.close()
+
+    def close(self) -> None:
+        """End of the exchange, whether the body was consumed or not. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            abnormal = self._sse is not None and self._stream_tasks and not self._terminal_seen
+            if abnormal and self.span.is_recording():
+                last = self._last_report
+                attrs = {sc.TASK_ID: last.task_id} if last else {}
+                if last and last.state is not None:
+                    attrs[sc.TASK_STATE] = last.state.state.value
+                self.span.add_event(sc.EVENT_STREAM_ABNORMAL_END, attrs)
+            self.rt.metrics.sync_evictions()
+        except Exception as exc:
+            self.rt.error(exc)
+        finally:
+            self._buffer = None
+            self._sse = None
+            self.span.end()
+
+    # -- observations ----------------------------------------------------------------------
+
+    def _observe_prefix(self, body: bytes) -> None:
+        """An oversized body: look for the state in growing prefixes, never the whole body."""
+        for step in (*_PREFIX_STEPS, len(body)):
+            facts = extract_prefix(self.a2a, self.status, body[:step])
+            if facts.reports or facts.error is not None:
+                self._apply(facts, streamed=False)
+                return
+            if step >= len(body):
+                return
+        self.rt.error("body_state_not_found")
+
+    def _observe_body(self, body: bytes) -> None:
+        if self.a2a.operation is Operation.GET_AGENT_CARD:
+            self._observe_card(body)
+        else:
+            self._apply(extract_response(self.a2a, self.status, body), streamed=False)
+
+    def _observe_card(self, body: bytes | None) -> None:
+        registry = self.rt.detector.registry
+        now = time.monotonic()
+        if self.status == 304:
+            update = self.rt.detector.on_card(self.url, None, now)
+        else:
+            card = parse_card(self.status, self.headers, body or b"")
+            if card is None:
+                return
+            update = self.rt.detector.on_card(self.url, card, now)
+        agent = update.agent
+        etag = registry.etag(agent)
+        heartbeat, _source = registry.heartbeat(agent)
+        span = self.span
+        if update.etag_changed:
+            self.rt.metrics.etag_changes.add(1, {sc.AGENT_NAME: self.rt.metrics.agent(agent)})
+        if not span.is_recording():
+            return
+        span.set_attribute(sc.AGENT_URL, agent)
+        card_info = registry.card(agent)
+        if card_info is not None:
+            if card_info.name:
+                span.set_attribute(sc.AGENT_NAME, card_info.name)
+            if card_info.version:
+                span.set_attribute(sc.CARD_VERSION, card_info.version)
+            if card_info.streaming is not None:
+                span.set_attribute(sc.CARD_STREAMING, card_info.streaming)
+        if etag:
+            span.set_attribute(sc.CARD_ETAG, etag)
+        span.set_attribute(sc.CARD_HEARTBEAT, heartbeat)
+        span.set_attribute(sc.CARD_ETAG_CHANGED, update.etag_changed)
+
+    def _on_events(self, events: Iterable[StreamEvent]) -> None:
+        now = time.monotonic()
+        detector = self.rt.detector
+        for event in events:
+            if event.facts.reports or event.facts.error is not None:
+                self._apply(event.facts, streamed=True)
+            for task_id in self._stream_tasks:
+                detector.on_stream_frame(task_id, now)
+            if event.error and self.span.is_recording():
+                self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
+
+    def _apply(self, facts: ResponseFacts, *, streamed: bool) -> None:
+        rt, span, now = self.rt, self.span, time.monotonic()
+        recording = span.is_recording()
+        if facts.error is not None:
+            if recording:
+                span.set_status(
+                    Status(StatusCode.ERROR, facts.error.reason or str(facts.error.code))
+                )
+                if facts.error.code is not None:
+                    span.set_attribute("rpc.jsonrpc.error_code", facts.error.code)
+            task_id = self.a2a.task_id
+            if facts.error.task_not_found and task_id:
+                verdict = rt.detector.on_task_not_found(task_id, now)
+                if verdict is not None:
+                    self._report(verdict)
+        if not facts.reports:
+            return
+        verdicts: list[Verdict] = rt.detector.on_reports(
+            self.agent, facts.reports, self.a2a.operation, self.a2a.version, now
+        )
+        for report in facts.reports:
+            if streamed:
+                self._stream_tasks.add(report.task_id)
+            if report.state is None:
+                continue
+            self._last_report = report
+            state = report.state.state
+            if state.is_terminal or state.state_class.value == "interrupted":
+                self._terminal_seen = True
+            elif streamed:
+                self._terminal_seen = False
+            if recording and streamed and report.kind == "status-update":
+                span.add_event(
+                    sc.EVENT_TASK_STATUS,
+                    {
+                        sc.TASK_ID: report.task_id,
+                        sc.TASK_STATE: state.value,
+                        sc.TASK_STATE_RAW: report.state.raw,
+                    },
+                )
+        last = self._last_report
+        if recording and last is not None and last.state is not None:
+            span.set_attribute(sc.TASK_ID, last.task_id)
+            if last.context_id:
+                span.set_attribute(sc.CONTEXT_ID, last.context_id)
+            span.set_attribute(sc.TASK_STATE, last.state.state.value)
+            span.set_attribute(sc.TASK_STATE_RAW, last.state.raw)
+            span.set_attribute(sc.AUTHORITATIVE, True)
+            etag = rt.detector.registry.etag(self.agent)
+            if etag:
+                span.set_attribute(sc.CARD_ETAG, etag)
+        for verdict in verdicts:
+            self._report(verdict)
+
+    def _report(self, verdict: Verdict) -> None:
+        self.rt.report(self.span, verdict, self.a2a.operation.value)

@@ -1,0 +1,105 @@
+"""The instruments of DESIGN §4, on meter ``otel_a2a``.
+
+Metrics are recorded whatever the trace sampler decides: detection must not depend on sampling.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
+
+from otel_a2a.detect import Detector
+from otel_a2a.instrumentation import semconv as sc
+from otel_a2a.version import __version__
+
+
+class AgentLabels:
+    """Caps ``a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``."""
+
+    def __init__(self, limit: int = sc.MAX_AGENT_NAMES) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> str:
+        if name in self._seen:
+            return name
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(name)
+                return name
+        return sc.OTHER
+
+
+class A2AMetrics:
+    def __init__(
+        self,
+        detector: Detector,
+        agent_name: Callable[[str], str],
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider)
+        self._detector = detector
+        self._agent_name = agent_name
+        self.labels = AgentLabels()
+        self.divergence = meter.create_counter(
+            sc.M_DIVERGENCE,
+            unit="{divergence}",
+            description="Divergent liveness decisions and observations, by reason",
+        )
+        self.decisions = meter.create_counter(
+            sc.M_DECISIONS, unit="{decision}", description="Liveness decisions by outcome"
+        )
+        self.observation_age = meter.create_histogram(
+            sc.M_OBSERVATION_AGE,
+            unit="s",
+            description="Age of the last authoritative observation when a decision was taken",
+            explicit_bucket_boundaries_advisory=list(sc.AGE_BUCKETS),
+        )
+        self.etag_changes = meter.create_counter(
+            sc.M_ETAG_CHANGES, unit="{change}", description="Agent Card etag changes seen"
+        )
+        self.get_redundant = meter.create_counter(
+            sc.M_GET_REDUNDANT,
+            unit="{request}",
+            description="GetTask requests sent while the last observation was authoritative",
+        )
+        self.evicted = meter.create_counter(
+            sc.M_EVICTED, unit="{task}", description="Tasks evicted from the bounded ledger"
+        )
+        self.errors = meter.create_counter(
+            sc.M_ERRORS, unit="{error}", description="Internal failures of otel-a2a (contained)"
+        )
+        meter.create_observable_gauge(
+            sc.M_TRACKED, [self._observe_tracked], unit="{task}", description="Tracked tasks"
+        )
+        meter.create_observable_gauge(
+            sc.M_STALE,
+            [self._observe_stale],
+            unit="{task}",
+            description="Non-terminal tasks whose last observation is older than the heartbeat",
+        )
+        self._evicted_seen = 0
+
+    def agent(self, agent: str) -> str:
+        return self.labels(self._agent_name(agent))
+
+    def sync_evictions(self) -> None:
+        total = self._detector.evicted_total
+        if total > self._evicted_seen:
+            self.evicted.add(total - self._evicted_seen)
+            self._evicted_seen = total
+
+    def _observe_tracked(self, _options: CallbackOptions) -> Iterable[Observation]:
+        counts = self._detector.tracked_by_class()
+        return [Observation(n, {sc.TASK_STATE_CLASS: cls.value}) for cls, n in counts.items()]
+
+    def _observe_stale(self, _options: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[str, int] = {}
+        for agent, n in self._detector.stale_by_agent(time.monotonic()).items():
+            label = self.agent(agent)
+            totals[label] = totals.get(label, 0) + n
+        return [Observation(n, {sc.AGENT_NAME: label}) for label, n in totals.items()]

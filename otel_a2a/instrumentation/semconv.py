@@ -1,0 +1,54 @@
+"""Span, event and metric names of DESIGN §3 and §4, written once."""
+
+from __future__ import annotations
+
+SCOPE = "otel_a2a"
+
+# span attributes
+RPC_SYSTEM = "rpc.system"
+RPC_METHOD = "rpc.method"
+OPERATION = "a2a.operation"
+PROTOCOL_VERSION = "a2a.protocol.version"
+BINDING = "a2a.binding"
+JSONRPC_METHOD = "a2a.jsonrpc.method"
+AGENT_NAME = "a2a.agent.name"
+AGENT_URL = "a2a.agent.url"
+CARD_ETAG = "a2a.card.etag"
+CARD_ETAG_OBSERVED = "a2a.card.etag.observed"
+CARD_ETAG_CHANGED = "a2a.card.etag.changed"
+CARD_VERSION = "a2a.card.version"
+CARD_HEARTBEAT = "a2a.card.heartbeat_interval"
+CARD_STREAMING = "a2a.card.streaming"
+TASK_ID = "a2a.task.id"
+CONTEXT_ID = "a2a.context.id"
+TASK_STATE = "a2a.task.state"
+TASK_STATE_RAW = "a2a.task.state.raw"
+TASK_STATE_CLASS = "a2a.task.state.class"
+AUTHORITATIVE = "a2a.observation.authoritative"
+OBSERVATION_AGE = "a2a.observation.age"
+LIVENESS_DECISION = "a2a.liveness.decision"
+ASSUMED_STATE = "a2a.decision.assumed_state"
+DECISION_OUTCOME = "a2a.decision.outcome"
+DIVERGENCE_REASON = "a2a.divergence.reason"
+ERROR_TYPE = "error.type"
+
+# events
+EVENT_DIVERGENCE = "a2a.divergence"
+EVENT_TASK_STATUS = "a2a.task.status"
+EVENT_STREAM_ABNORMAL_END = "a2a.stream.abnormal_end"
+
+# metrics
+M_DIVERGENCE = "a2a.divergence"
+M_DECISIONS = "a2a.liveness.decisions"
+M_OBSERVATION_AGE = "a2a.observation.age"
+M_ETAG_CHANGES = "a2a.card.etag.changes"
+M_GET_REDUNDANT = "a2a.task.get.redundant"
+M_TRACKED = "a2a.tasks.tracked"
+M_STALE = "a2a.tasks.stale"
+M_EVICTED = "a2a.tasks.evicted"
+M_ERRORS = "a2a.instrumentation.errors"
+
+# seconds; the SDK default buckets are milliseconds-scale and would skew every quantile
+AGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+MAX_AGENT_NAMES = 100
+OTHER = "_OTHER"

@@ -1,0 +1,232 @@
+"""Extract task facts (ids, states, errors) from A2A response bodies and stream payloads.
+
+Shapes understood, whatever the binding: v1.0 ``{task|message}`` (SendMessage), a bare Task
+(GetTask, CancelTask), v1.0 StreamResponse (``task|message|statusUpdate|artifactUpdate``),
+v0.3 results tagged with ``kind``, ``{tasks: [...]}`` pages (ListTasks), JSON-RPC errors and
+REST ``google.rpc.Status`` errors. A JSON object with ``id`` and a ``status`` object counts as
+a Task; this is the A2A Task shape, so a non-A2A REST API classified as ``GetTask`` (see
+``classify``) can yield an observation only if its body has that very shape.
+
+The whole body is parsed (the instrumentation bounds held bodies by ``OTEL_A2A_MAX_BODY_BYTES``):
+a prefix parse could cut a Task before its ``status`` and report a missing state that the
+agent never sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_core import from_json
+
+from otel_a2a.protocol._util import MAX_ID_LEN, parse_response
+from otel_a2a.protocol.model import (
+    A2AError,
+    A2ARequest,
+    Binding,
+    Operation,
+    ResponseFacts,
+    TaskReport,
+)
+from otel_a2a.protocol.states import StateReading, read_state
+
+UNRECOGNIZED = ResponseFacts(recognized=False)
+_EMPTY = ResponseFacts()
+_MESSAGE_ONLY = ResponseFacts(message_only=True)
+
+ERROR_REASONS: dict[int, str] = {
+    -32700: "PARSE_ERROR",
+    -32600: "INVALID_REQUEST",
+    -32601: "METHOD_NOT_FOUND",
+    -32602: "INVALID_PARAMS",
+    -32603: "INTERNAL_ERROR",
+    -32001: "TASK_NOT_FOUND",
+    -32002: "TASK_NOT_CANCELABLE",
+    -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    -32004: "UNSUPPORTED_OPERATION",
+    -32005: "CONTENT_TYPE_NOT_SUPPORTED",
+    -32006: "INVALID_AGENT_RESPONSE",
+    -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    -32008: "EXTENSION_SUPPORT_REQUIRED",
+    -32009: "VERSION_NOT_SUPPORTED",
+}
+_TASK_NOT_FOUND = "TASK_NOT_FOUND"
+# Operations on which a bare 404 NOT_FOUND can only mean the task (push-config operations can
+# also miss the config, so they need the explicit reason).
+_TASK_ADDRESSED = frozenset(
+    {Operation.GET_TASK, Operation.CANCEL_TASK, Operation.SUBSCRIBE_TO_TASK}
+)
+_SEND = frozenset({Operation.SEND_MESSAGE, Operation.SEND_STREAMING_MESSAGE})
+_MAX_REASON = 64
+
+
+# Enum member access is slow on Python 3.11 (~0.3 µs); the hot paths use these.
+
+
+def extract_response(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
+    """What a complete, non-streamed response body says about tasks. Never raises."""
+    try:
+        return _extract(request, status, body)
+    except Exception:  # the wire layer must never break the host application
+        return UNRECOGNIZED
+
+
+def extract_prefix(request: A2ARequest, status: int, prefix: bytes) -> ResponseFacts:
+    """Facts from the leading bytes of a body too large to hold whole. Never raises.
+
+    The prefix is parsed tolerating truncation; only reports whose state arrived complete are
+    kept (a cut-off entry would look like a missing state, and nothing is ever guessed).
+    """
+    try:
+        doc = from_json(prefix, allow_partial=True)
+        facts = _facts(request, doc, status)
+    except Exception:
+        return UNRECOGNIZED
+    complete = tuple(r for r in facts.reports if r.state is not None and r.state.mapped)
+    return facts._replace(reports=complete) if len(complete) != len(facts.reports) else facts
+
+
+def extract_stream_payload(request: A2ARequest, obj: object) -> ResponseFacts:
+    """Facts of one parsed SSE ``data`` payload (JSON-RPC envelope or bare). Never raises."""
+    try:
+        return _facts(request, obj, 200)
+    except Exception:
+        return UNRECOGNIZED
+
+
+def _extract(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
+    doc = parse_response(body) if body else None
+    facts = _facts(request, doc, status) if isinstance(doc, dict) else UNRECOGNIZED
+    if status >= 400 and facts.error is None:
+        return ResponseFacts(error=A2AError(status, None, False), recognized=False)
+    return facts
+
+
+def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
+    if not isinstance(doc, dict):
+        return UNRECOGNIZED
+    err = doc.get("error")
+    if isinstance(err, dict):
+        return ResponseFacts(error=_error(request, err, status))
+    if "result" in doc and ("jsonrpc" in doc or "id" in doc):
+        return _payload(request, doc["result"])
+    code = doc.get("code")
+    if (
+        isinstance(code, int)
+        and isinstance(doc.get("message"), str)
+        and (status >= 400 or code in ERROR_REASONS)
+    ):
+        # a bare error object: @a2a-js/sdk v0.3 HTTP+JSON sends {"code": -32001, "message": ...}
+        return ResponseFacts(error=_error(request, doc, status))
+    return _payload(request, doc)
+
+
+def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
+    """A JSON-RPC error object or a ``google.rpc.Status`` (``{"error": {...}}``) error."""
+    raw_code = err.get("code")
+    code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+    reason = _error_info_reason(err.get("data")) or _error_info_reason(err.get("details"))
+    if reason is None and code is not None:
+        reason = ERROR_REASONS.get(code)
+    not_found = reason == _TASK_NOT_FOUND
+    if (
+        not not_found
+        and err.get("status") == "NOT_FOUND"
+        and (code == 404 or status == 404)
+        and (
+            request.operation in _TASK_ADDRESSED
+            or (request.operation in _SEND and request.task_id is not None)
+        )
+    ):
+        not_found = True
+        reason = _TASK_NOT_FOUND
+    if code is None and status >= 400:
+        code = status
+    return A2AError(code, reason, not_found)
+
+
+def _error_info_reason(details: Any) -> str | None:
+    """``reason`` of the first ``google.rpc.ErrorInfo`` in a v1.0 details array."""
+    if not isinstance(details, list):
+        return None
+    for item in details[:8]:
+        if isinstance(item, dict):
+            reason = item.get("reason")
+            if isinstance(reason, str) and 0 < len(reason) <= _MAX_REASON:
+                return reason
+    return None
+
+
+def _payload(request: A2ARequest, obj: Any) -> ResponseFacts:
+    if not isinstance(obj, dict):
+        return UNRECOGNIZED
+    get = obj.get
+    version = request.version
+    binding = request.binding
+    kind = get("kind")
+    if kind is None:
+        if "status" in obj and "id" in obj and "task" not in obj:  # a bare Task (no ``kind``)
+            return _reports(_report(obj, "id", version, binding, "task"))
+        inner = get("task")
+        if isinstance(inner, dict):
+            return _reports(_task(inner, version, binding, "task"))
+        inner = get("statusUpdate")
+        if isinstance(inner, dict):
+            return _reports(_status_update(inner, version, binding))
+        inner = get("artifactUpdate")
+        if isinstance(inner, dict):
+            return _reports(_artifact_update(inner))
+        if isinstance(get("message"), dict):
+            return _MESSAGE_ONLY
+        tasks = get("tasks")
+        if isinstance(tasks, list):
+            found = (_task(t, version, binding, "list-entry") for t in tasks if isinstance(t, dict))
+            return ResponseFacts(tuple(r for r in found if r is not None))
+        if request.operation in _TASK_ADDRESSED or request.operation in _SEND:
+            return UNRECOGNIZED  # these must answer with a task or a message
+        return _EMPTY  # cards, push configs: understood, nothing about task state
+    if kind == "task":
+        return _reports(_task(obj, version, binding, "task"))
+    if kind == "status-update":
+        return _reports(_status_update(obj, version, binding))
+    if kind == "artifact-update":
+        return _reports(_artifact_update(obj))
+    if kind == "message":
+        return _MESSAGE_ONLY
+    return UNRECOGNIZED
+
+
+def _reports(report: TaskReport | None) -> ResponseFacts:
+    return UNRECOGNIZED if report is None else ResponseFacts((report,))
+
+
+def _id(value: Any) -> str | None:
+    return value if type(value) is str and 0 < len(value) <= MAX_ID_LEN else None
+
+
+def _report(
+    obj: dict[str, Any], id_key: str, version: str | None, binding: Binding | None, kind: str
+) -> TaskReport | None:
+    """One task's report; ``binding=None`` for frames without a state (artifact updates)."""
+    task_id = obj.get(id_key)
+    if type(task_id) is not str or not 0 < len(task_id) <= MAX_ID_LEN:
+        return None
+    state: StateReading | None = None
+    if binding is not None:
+        status = obj.get("status")
+        raw = status.get("state") if type(status) is dict else None
+        state = read_state(raw, version, binding)
+    return TaskReport(task_id, _id(obj.get("contextId")), state, kind)
+
+
+def _task(
+    obj: dict[str, Any], version: str | None, binding: Binding, kind: str
+) -> TaskReport | None:
+    return _report(obj, "id", version, binding, kind)
+
+
+def _status_update(obj: dict[str, Any], version: str | None, binding: Binding) -> TaskReport | None:
+    return _report(obj, "taskId", version, binding, "status-update")
+
+
+def _artifact_update(obj: dict[str, Any]) -> TaskReport | None:
+    return _report(obj, "taskId", None, None, "artifact-update")

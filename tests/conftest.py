@@ -1,0 +1,55 @@
+"""Shared pytest fixtures: real A2A peers (a2a-sdk under Python, @a2a-js/sdk under Node)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.peers import RunningPeer, node_unavailable_reason, start_peer
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def python_peer_process() -> Iterator[RunningPeer]:
+    """The a2a-sdk 1.3 peer (``tests/peers/python_peer.py``), one per test session."""
+    peer = start_peer("python")
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
+def python_peer(python_peer_process: RunningPeer) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) of the session's a2a-sdk 1.3 peer."""
+    return python_peer_process.base_url
+
+
+@pytest.fixture(scope="session")
+def node_peer_process() -> Iterator[RunningPeer]:
+    """The @a2a-js/sdk 1.3.0 peer (``otel_a2a/demo/node/echo_peer.mjs``), one per session.
+
+    Without node or ``node_modules`` the fixture fails when ``CI=true`` (nothing that must run
+    may be skipped there) and skips with the reason otherwise.
+    """
+    reason = node_unavailable_reason()
+    if reason is not None:
+        if _in_ci():
+            pytest.fail(f"CI=true but the Node A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"Node A2A peer unavailable: {reason}")
+    peer = start_peer("node")
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
+def node_peer(node_peer_process: RunningPeer) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) of the session's @a2a-js/sdk 1.3.0 peer."""
+    return node_peer_process.base_url

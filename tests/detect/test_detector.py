@@ -1,0 +1,255 @@
+"""Detector: the seeded incident's timeline and every call the instrumentation makes."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from otel_a2a.detect import Detector
+from otel_a2a.detect.verdict import DivergenceReason as R
+from otel_a2a.protocol.model import Binding, Operation, TaskReport
+from otel_a2a.protocol.states import StateClass, TaskState, read_state
+
+from .helpers import make_card
+
+CARD_URL = "http://worker:9001/.well-known/agent-card.json"
+AGENT = "http://worker:9001"
+
+
+def report(task_id: str, raw: object, version: str = "1.0", kind: str = "task") -> TaskReport:
+    return TaskReport(task_id, "ctx", read_state(raw, version, Binding.JSONRPC), kind)
+
+
+def detector(**kw: object) -> Detector:
+    det = Detector(max_tasks=100, default_heartbeat=30.0, **kw)  # type: ignore[arg-type]
+    det.on_card(CARD_URL, make_card('"v1"', interfaces=(AGENT + "/a2a",)), 0.0)
+    return det
+
+
+def test_on_card_reports_agent_and_etag_changes() -> None:
+    det = Detector(10, 30.0, {})
+    first = det.on_card(CARD_URL, make_card('"v1"'), 0.0)
+    assert (first.agent, first.etag, first.etag_changed) == (AGENT, '"v1"', False)
+    assert (first.heartbeat, first.heartbeat_source) == (30.0, "default")
+    not_modified = det.on_card(CARD_URL, None, 1.0)
+    assert (not_modified.etag, not_modified.etag_changed) == ('"v1"', False)
+    changed = det.on_card(CARD_URL, make_card('"v2"'), 2.0)
+    assert changed.etag_changed and changed.etag == '"v2"'
+
+
+def test_seed_timeline_heartbeat_gap_then_terminal_state() -> None:
+    det = detector()
+    assert det.decide("t1", AGENT, 1.0).reason is R.NO_OBSERVATION
+    assert (
+        det.on_reports(
+            AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.SEND_MESSAGE, "1.0", 10.0
+        )
+        == []
+    )
+    assert det.decide("t1", AGENT, 20.0).ok
+    # the worker restarts silently; nothing is observed for longer than the heartbeat
+    verdict = det.decide("t1", AGENT, 45.0)
+    assert verdict.reason is R.HEARTBEAT_GAP and verdict.evidence.age == 35.0
+    assert det.stale_by_agent(45.0) == {AGENT: 1}
+    # a re-fetch of the task shows the rehydrated terminal state
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_FAILED")], Operation.GET_TASK, "1.0", 50.0)
+    assert det.decide("t1", AGENT, 500.0).reason is R.TERMINAL_STATE
+    assert det.stale_by_agent(500.0) == {}
+
+
+def test_seed_etag_change() -> None:
+    det = detector()
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 10.0)
+    det.on_card(CARD_URL, make_card('"v2"'), 11.0)
+    verdict = det.decide("t1", AGENT, 12.0)
+    assert verdict.reason is R.ETAG_CHANGED
+    assert (verdict.evidence.etag_now, verdict.evidence.etag_observed) == ('"v2"', '"v1"')
+    # a fresh observation under the new etag authorises again
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 13.0)
+    assert det.decide("t1", AGENT, 14.0).ok
+
+
+def test_seed_variant_working_is_non_canonical() -> None:
+    det = detector()
+    verdicts = det.on_reports(AGENT, [report("t1", "Working")], Operation.GET_TASK, "1.0", 10.0)
+    assert [v.reason for v in verdicts] == [R.NON_CANONICAL_STATE]
+    obs = det.ledger.get("t1")
+    assert obs is not None and obs.state is TaskState.WORKING and obs.raw == "Working"
+    assert det.decide("t1", AGENT, 11.0).ok  # normalised: the decision itself is fine
+    # v0.3 JSON-RPC spells it exactly that way
+    assert (
+        det.on_reports(AGENT, [report("t2", "working", "0.3")], Operation.GET_TASK, "0.3", 10.0)
+        == []
+    )
+    assert [
+        v.reason for v in det.on_reports(AGENT, [report("t3", "working")], "GetTask", "1.0", 10.0)
+    ] == [R.NON_CANONICAL_STATE]
+
+
+def test_unknown_state_is_recorded_and_authorises_nothing() -> None:
+    det = detector()
+    verdicts = det.on_reports(AGENT, [report("t1", "paused")], Operation.GET_TASK, "1.0", 10.0)
+    assert [v.reason for v in verdicts] == [R.UNKNOWN_STATE]
+    assert det.decide("t1", AGENT, 11.0).reason is R.NO_OBSERVATION
+    assert (
+        det.on_reports(AGENT, [report("t2", "TASK_STATE_UNSPECIFIED")], "GetTask", "1.0", 1.0) == []
+    )
+    assert det.decide("t2", AGENT, 2.0).reason is R.NO_OBSERVATION
+
+
+def test_terminal_regression() -> None:
+    det = detector()
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, "1.0", 10.0)
+    verdicts = det.on_reports(
+        AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 11.0
+    )
+    assert [v.reason for v in verdicts] == [R.TERMINAL_REGRESSION]
+    assert verdicts[0].evidence.last_state is TaskState.COMPLETED
+
+
+def test_task_lost_then_forgotten() -> None:
+    det = detector()
+    assert det.on_task_not_found("never-seen", 1.0) is None
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 10.0)
+    verdict = det.on_task_not_found("t1", 12.0)
+    assert verdict is not None and verdict.reason is R.TASK_LOST and verdict.evidence.age == 2.0
+    assert det.ledger.get("t1") is None
+    det.on_reports(AGENT, [report("t2", "TASK_STATE_COMPLETED")], Operation.GET_TASK, "1.0", 10.0)
+    assert det.on_task_not_found("t2", 12.0) is None and det.ledger.get("t2") is None
+
+
+def test_redundant_get() -> None:
+    det = detector()
+    assert det.redundant_get("t1", AGENT, 1.0) is False
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 10.0)
+    assert det.redundant_get("t1", AGENT, 20.0) is True
+    assert det.redundant_get("t1", AGENT, 41.0) is False
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, "1.0", 42.0)
+    assert det.redundant_get("t1", AGENT, 1e6) is True
+    det.on_card(CARD_URL, make_card('"v2"'), 50.0)
+    assert det.redundant_get("t1", AGENT, 51.0) is False
+
+
+def test_stream_frames_refresh_while_open() -> None:
+    det = detector()
+    det.on_reports(
+        AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.SEND_STREAMING_MESSAGE, "1.0", 0.0
+    )
+    for now in range(10, 100, 10):
+        assert det.on_stream_frame("t1", float(now)) is True  # ": ping" every 10 s
+    assert det.decide("t1", AGENT, 100.0).ok
+    assert det.decide("t1", AGENT, 130.0).reason is R.HEARTBEAT_GAP  # stream went quiet
+    assert det.on_stream_frame("unknown", 1.0) is False
+
+
+def test_report_without_state_only_touches() -> None:
+    det = detector()
+    artifact = TaskReport("t1", None, None, "artifact-update")
+    assert det.on_reports(AGENT, [artifact], Operation.SEND_STREAMING_MESSAGE, "1.0", 5.0) == []
+    assert det.ledger.get("t1") is None
+    det.on_reports(
+        AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.SEND_STREAMING_MESSAGE, "1.0", 6.0
+    )
+    det.on_reports(AGENT, [artifact], Operation.SEND_STREAMING_MESSAGE, "1.0", 9.0)
+    obs = det.ledger.get("t1")
+    assert obs is not None and obs.at == 9.0 and obs.state is TaskState.WORKING
+
+
+def test_observation_records_etag_and_source() -> None:
+    det = detector()
+    det.on_reports(
+        AGENT, [report("t1", "TASK_STATE_INPUT_REQUIRED")], Operation.LIST_TASKS, "1.0", 3.0
+    )
+    obs = det.ledger.get("t1")
+    assert obs is not None
+    assert (obs.agent, obs.etag, obs.source, obs.exact) == (AGENT, '"v1"', "ListTasks", True)
+    assert det.tracked_by_class() == {
+        StateClass.ACTIVE: 0,
+        StateClass.INTERRUPTED: 1,
+        StateClass.TERMINAL: 0,
+    }
+
+
+def test_heartbeat_override_and_card_heartbeat() -> None:
+    det = Detector(100, 30.0, {"worker:9001": 5.0})
+    det.on_card(CARD_URL, make_card(heartbeat=60.0, heartbeat_source="extension"), 0.0)
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 0.0)
+    assert det.decide("t1", AGENT, 6.0).reason is R.HEARTBEAT_GAP
+    assert det.stale_by_agent(6.0) == {AGENT: 1}
+    other = Detector(100, 30.0, {})
+    update = other.on_card(
+        "http://x/.well-known/agent-card.json",
+        make_card(heartbeat=60.0, heartbeat_source="extension"),
+        0.0,
+    )
+    assert (update.heartbeat, update.heartbeat_source) == (60.0, "extension")
+
+
+def test_decide_without_agent_uses_where_the_task_was_seen() -> None:
+    det = detector()
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", 0.0)
+    det.on_card(CARD_URL, make_card('"v2"'), 1.0)
+    assert det.decide("t1", None, 2.0).reason is R.ETAG_CHANGED
+    verdict = det.decide("nope", None, 2.0)
+    assert verdict.reason is R.NO_OBSERVATION and verdict.evidence.heartbeat == 30.0
+
+
+def test_eviction_is_counted() -> None:
+    det = Detector(max_tasks=2)
+    for i in range(5):
+        det.on_reports(
+            AGENT, [report(f"t{i}", "TASK_STATE_WORKING")], Operation.GET_TASK, "1.0", float(i)
+        )
+    assert det.evicted_total == 3 and len(det.ledger) == 2
+
+
+@pytest.mark.parametrize(
+    "raw", [None, "", 3, 99, -1, True, 1.5, math.nan, "x" * 5000, "\ud800", {"a": 1}, ["w"]]
+)
+def test_weird_states_do_not_raise(raw: object) -> None:
+    det = detector()
+    det.on_reports(AGENT, [report("t", raw)], Operation.GET_TASK, None, math.nan)
+    det.on_reports("", [TaskReport("", None, None, "task")], "weird", "x", math.inf)
+    det.decide("t", AGENT, math.nan)
+    det.decide("t", "never-seen", -math.inf)
+    det.redundant_get("t", AGENT, math.nan)
+    det.stale_by_agent(math.nan)
+    det.on_task_not_found("t", math.nan)
+    det.on_card("::::", None, 0.0)
+    det.on_card("", make_card(), 0.0)
+
+
+def test_threads_smoke() -> None:
+    det = Detector(max_tasks=64)
+    det.on_card(CARD_URL, make_card(), 0.0)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+    states = ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED", "Working", "paused"]
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(1_500):
+                task = f"t{(i * 7 + n) % 100}"
+                now = float(i)
+                det.on_reports(AGENT, [report(task, states[i % 4])], Operation.GET_TASK, "1.0", now)
+                det.on_stream_frame(task, now)
+                det.decide(task, AGENT, now)
+                det.redundant_get(task, AGENT, now)
+                if i % 50 == 0:
+                    det.on_task_not_found(task, now)
+                    det.stale_by_agent(now)
+                    det.on_card(CARD_URL, make_card(f'"{i}"'), now)
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(det.ledger) <= 64
+    assert sum(det.tracked_by_class().values()) == len(det.ledger)

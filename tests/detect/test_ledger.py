@@ -1,0 +1,351 @@
+"""TaskLedger: reference-model equivalence, eviction order, stale scan, threads, memory."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import tracemalloc
+from collections import OrderedDict
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from otel_a2a.detect.ledger import Observation, TaskLedger
+from otel_a2a.protocol.states import StateClass, TaskState
+
+from .helpers import make_obs
+
+TASKS = [f"task-{i}" for i in range(8)]
+AGENTS = ["http://a", "http://b", "http://c"]
+HEARTBEATS = {"http://a": 5.0, "http://b": 20.0, "http://c": 60.0}
+
+
+def test_observe_returns_previous_and_get_returns_last() -> None:
+    ledger = TaskLedger(10)
+    first = make_obs("t", TaskState.WORKING, at=1.0)
+    assert ledger.observe(first) is None
+    second = make_obs("t", TaskState.COMPLETED, at=2.0)
+    assert ledger.observe(second) is first
+    got = ledger.get("t")
+    assert got is not None and got.state is TaskState.COMPLETED and got.at == 2.0
+    assert len(ledger) == 1 and "t" in ledger
+    assert ledger.counts_by_class() == {
+        StateClass.ACTIVE: 0,
+        StateClass.INTERRUPTED: 0,
+        StateClass.TERMINAL: 1,
+    }
+
+
+def test_observation_fields_round_trip() -> None:
+    obs = Observation(
+        "t", "http://a", TaskState.INPUT_REQUIRED, "input-required", True, 3.5, "e", "GetTask"
+    )
+    assert (
+        obs.task_id,
+        obs.agent,
+        obs.state,
+        obs.raw,
+        obs.exact,
+        obs.at,
+        obs.etag,
+        obs.source,
+    ) == ("t", "http://a", TaskState.INPUT_REQUIRED, "input-required", True, 3.5, "e", "GetTask")
+    assert "input-required" in repr(obs)
+    assert obs == Observation(
+        "t", "http://a", TaskState.INPUT_REQUIRED, "input-required", True, 3.5, "e", "GetTask"
+    )
+
+
+def test_eviction_prefers_oldest_terminal_then_oldest_live() -> None:
+    ledger = TaskLedger(3)
+    ledger.observe(make_obs("live-old", TaskState.WORKING, at=1.0))
+    ledger.observe(make_obs("done-old", TaskState.COMPLETED, at=2.0))
+    ledger.observe(make_obs("done-new", TaskState.FAILED, at=3.0))
+    ledger.observe(make_obs("new-1", TaskState.WORKING, at=4.0))
+    assert "done-old" not in ledger and ledger.evicted_total == 1
+    ledger.observe(make_obs("new-2", TaskState.WORKING, at=5.0))
+    assert "done-new" not in ledger and ledger.evicted_total == 2
+    ledger.touch("live-old", 6.0)  # refreshed: now the most recently observed
+    ledger.observe(make_obs("new-3", TaskState.WORKING, at=7.0))
+    assert "new-1" not in ledger and "live-old" in ledger and ledger.evicted_total == 3
+    assert len(ledger) == 3
+
+
+def test_touch_refreshes_time_only_and_never_backwards() -> None:
+    ledger = TaskLedger(10)
+    assert ledger.touch("missing", 5.0) is False
+    ledger.observe(make_obs("t", TaskState.WORKING, at=10.0, etag="e1"))
+    assert ledger.touch("t", 12.0) is True
+    got = ledger.get("t")
+    assert (
+        got is not None and got.at == 12.0 and got.etag == "e1" and got.state is TaskState.WORKING
+    )
+    ledger.touch("t", 11.0)
+    assert got.at == 12.0
+
+
+def test_forget_returns_last_and_updates_counts() -> None:
+    ledger = TaskLedger(10)
+    ledger.observe(make_obs("t", TaskState.AUTH_REQUIRED))
+    forgotten = ledger.forget("t")
+    assert forgotten is not None and forgotten.state is TaskState.AUTH_REQUIRED
+    assert ledger.forget("t") is None
+    assert len(ledger) == 0 and ledger.counts_by_class()[StateClass.INTERRUPTED] == 0
+    assert ledger.stale_by_agent(1e9, lambda a: 1.0) == {}
+
+
+def test_observe_of_a_linked_observation_copies() -> None:
+    a, b = TaskLedger(5), TaskLedger(5)
+    obs = make_obs("t")
+    a.observe(obs)
+    b.observe(obs)  # already linked in a: b gets its own copy, a's list stays intact
+    b.observe(make_obs("u"))
+    assert a.snapshot() == [obs] and len(b.snapshot()) == 2
+
+
+def test_stale_by_agent_reports_zero_for_fresh_agents() -> None:
+    ledger = TaskLedger(100)
+    ledger.observe(make_obs("a1", agent="http://a", at=0.0))
+    ledger.observe(make_obs("a2", agent="http://a", at=50.0))
+    ledger.observe(make_obs("b1", agent="http://b", at=50.0))
+    ledger.observe(make_obs("done", TaskState.COMPLETED, agent="http://c", at=0.0))
+    stale = ledger.stale_by_agent(60.0, lambda agent: 30.0)
+    assert stale == {"http://a": 1, "http://b": 0}  # terminal tasks never go stale
+
+
+def test_stale_scan_is_fast_at_100k() -> None:
+    import time
+
+    ledger = TaskLedger(100_000)
+    for i in range(100_000):
+        ledger.observe(make_obs(f"t{i}", agent=AGENTS[i % 3], at=i / 1000.0))
+    for now in (1e6, 1e6, 60.0, 60.0):  # all stale (both walk directions), then partly
+        start = time.perf_counter()
+        stale = ledger.stale_by_agent(now, HEARTBEATS.__getitem__)
+        elapsed = time.perf_counter() - start
+        assert elapsed < 0.25  # ~15 ms on a laptop; generous for slow shared CI machines
+        assert sum(stale.values()) == sum(
+            1 for o in ledger.snapshot() if now - o.at > HEARTBEATS[o.agent]
+        )
+
+
+def test_memory_per_task_is_bounded() -> None:
+    n = 50_000
+    ids = [f"{i:08x}-0000-4000-8000-000000000000" for i in range(n)]
+    ledger = TaskLedger(n)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i, task_id in enumerate(ids):
+            ledger.observe(
+                Observation(
+                    task_id,
+                    "http://a",
+                    TaskState.WORKING,
+                    "TASK_STATE_WORKING",
+                    True,
+                    float(i),
+                    "e",
+                    "GetTask",
+                )
+            )
+        per_task = (tracemalloc.get_traced_memory()[0] - before) / n
+    finally:
+        tracemalloc.stop()
+    assert per_task < 250, per_task  # task id strings not counted (allocated before)
+
+
+@pytest.mark.parametrize(
+    "weird",
+    ["", "x" * 10_000, "\u0000\ud800", "🦄"],
+)
+def test_weird_ids_and_times_do_not_raise(weird: str) -> None:
+    ledger = TaskLedger(2)
+    ledger.observe(make_obs(weird, at=math.nan, agent=weird, etag=None, raw=weird))
+    ledger.observe(make_obs(weird + "2", TaskState.UNKNOWN, at=math.inf))
+    ledger.observe(make_obs(weird + "3", at=-math.inf))
+    ledger.touch(weird, math.nan)
+    ledger.stale_by_agent(math.nan, lambda a: 1.0)
+    ledger.stale_by_agent(0.0, lambda a: math.nan)
+    ledger.counts_by_class()
+    ledger.forget(weird)
+    assert len(ledger) <= 2
+
+
+def test_max_tasks_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        TaskLedger(0)
+
+
+# -- reference model ------------------------------------------------------------------------
+
+
+class _Model:
+    """The obvious implementation: two OrderedDicts (oldest first) of plain tuples."""
+
+    def __init__(self, max_tasks: int) -> None:
+        self.max_tasks = max_tasks
+        self.lists: dict[bool, OrderedDict[str, tuple[TaskState, str, float]]] = {
+            True: OrderedDict(),
+            False: OrderedDict(),
+        }
+        self.evicted = 0
+
+    def find(self, task_id: str) -> tuple[TaskState, str, float] | None:
+        for lst in self.lists.values():
+            if task_id in lst:
+                return lst[task_id]
+        return None
+
+    def observe(self, task_id: str, state: TaskState, agent: str, at: float) -> None:
+        if self.find(task_id) is not None:
+            self.forget(task_id)
+        elif sum(map(len, self.lists.values())) >= self.max_tasks:
+            victims = self.lists[True] or self.lists[False]
+            victims.popitem(last=False)
+            self.evicted += 1
+        self.lists[state.is_terminal][task_id] = (state, agent, at)
+
+    def touch(self, task_id: str, at: float) -> bool:
+        for lst in self.lists.values():
+            if task_id in lst:
+                state, agent, old = lst.pop(task_id)
+                lst[task_id] = (state, agent, max(old, at))
+                return True
+        return False
+
+    def forget(self, task_id: str) -> None:
+        for lst in self.lists.values():
+            lst.pop(task_id, None)
+
+    def counts(self) -> dict[StateClass, int]:
+        out = dict.fromkeys(StateClass, 0)
+        for lst in self.lists.values():
+            for state, _agent, _at in lst.values():
+                out[state.state_class] += 1
+        return out
+
+    def stale(self, now: float) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for _state, agent, at in self.lists[False].values():
+            out[agent] = out.get(agent, 0) + (1 if now - at > HEARTBEATS[agent] else 0)
+        return out
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ledger = TaskLedger(3)  # small: eviction is exercised constantly
+        self.model = _Model(3)
+        self.now = 0.0
+
+    @rule(size=st.sampled_from([1, 2, 3, 5, 100]))
+    @precondition(lambda self: len(self.ledger) == 0)
+    def resize_when_empty(self, size: int) -> None:
+        self.ledger = TaskLedger(size)
+        self.model = _Model(size)
+
+    @rule(
+        task_id=st.sampled_from(TASKS),
+        state=st.sampled_from(list(TaskState)),
+        agent=st.sampled_from(AGENTS),
+        dt=st.sampled_from([0.0, 0.5, 3.0, 10.0, 40.0]),
+    )
+    def observe(self, task_id: str, state: TaskState, agent: str, dt: float) -> None:
+        self.now += dt
+        expected_prev = self.model.find(task_id)
+        prev = self.ledger.observe(make_obs(task_id, state, agent=agent, at=self.now))
+        self.model.observe(task_id, state, agent, self.now)
+        if expected_prev is None:
+            assert prev is None
+        else:
+            assert prev is not None and (prev.state, prev.agent, prev.at) == expected_prev
+
+    @rule(task_id=st.sampled_from(TASKS), dt=st.sampled_from([0.0, 1.0, 30.0]))
+    def touch(self, task_id: str, dt: float) -> None:
+        self.now += dt
+        assert self.ledger.touch(task_id, self.now) == self.model.touch(task_id, self.now)
+
+    @rule(task_id=st.sampled_from(TASKS))
+    def forget(self, task_id: str) -> None:
+        expected = self.model.find(task_id)
+        got = self.ledger.forget(task_id)
+        self.model.forget(task_id)
+        assert (got is None) == (expected is None)
+
+    @rule(dt=st.sampled_from([0.0, 4.0, 6.0, 21.0, 61.0]))
+    def stale(self, dt: float) -> None:
+        now = self.now + dt
+        expected = self.model.stale(now)
+        for _ in range(2):  # the second call may walk from the other end
+            assert self.ledger.stale_by_agent(now, HEARTBEATS.__getitem__) == expected
+        single = self.ledger.stale_by_agent(now, lambda agent: 5.0)
+        assert sum(single.values()) == sum(
+            1 for _s, _a, at in self.model.lists[False].values() if now - at > 5.0
+        )
+
+    @invariant()
+    def same_contents_and_order(self) -> None:
+        snapshot = self.ledger.snapshot()
+        expected = [
+            (task_id, *value)
+            for terminal in (True, False)
+            for task_id, value in self.model.lists[terminal].items()
+        ]
+        assert [(o.task_id, o.state, o.agent, o.at) for o in snapshot] == expected
+        assert len(self.ledger) == len(expected)
+        assert self.ledger.counts_by_class() == self.model.counts()
+        assert self.ledger.evicted_total == self.model.evicted
+        for terminal in (True, False):
+            oldest = self.ledger.oldest(terminal)
+            first = next(iter(self.model.lists[terminal]), None)
+            assert (oldest.task_id if oldest else None) == first
+
+
+TestLedgerMachine = LedgerMachine.TestCase
+TestLedgerMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_threads_keep_the_ledger_consistent() -> None:
+    ledger = TaskLedger(50)
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            barrier.wait()
+            for i in range(5_000):
+                task_id = f"t{rng.randrange(120)}"
+                op = rng.random()
+                if op < 0.6:
+                    state = rng.choice(list(TaskState))
+                    ledger.observe(make_obs(task_id, state, agent=rng.choice(AGENTS), at=float(i)))
+                elif op < 0.8:
+                    ledger.touch(task_id, float(i))
+                elif op < 0.9:
+                    ledger.forget(task_id)
+                else:
+                    ledger.stale_by_agent(float(i), HEARTBEATS.__getitem__)
+                    ledger.counts_by_class()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    snapshot = ledger.snapshot()
+    assert len(snapshot) == len(ledger) <= 50
+    assert len({o.task_id for o in snapshot}) == len(snapshot)
+    assert all(ledger.get(o.task_id) is o for o in snapshot)
+    counts = ledger.counts_by_class()
+    assert sum(counts.values()) == len(ledger)
+    assert counts[StateClass.TERMINAL] == sum(o.state.is_terminal for o in snapshot)
+    stale = ledger.stale_by_agent(1e9, lambda a: 1.0)
+    assert sum(stale.values()) == sum(not o.state.is_terminal for o in snapshot)

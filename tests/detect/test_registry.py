@@ -1,0 +1,142 @@
+"""CardRegistry: agent identity, etag tracking, heartbeat resolution, bounds."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from otel_a2a.detect.registry import CardRegistry, origin
+
+from .helpers import make_card
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://Worker:9001/a2a/v1?x=1#f", "http://worker:9001"),
+        ("HTTPS://user:pw@Example.COM:443/x", "https://example.com"),
+        ("http://example.com:80/", "http://example.com"),
+        ("http://[::1]:8080/a", "http://[::1]:8080"),
+        ("not a url?q=secret", "not a url"),
+        ("", ""),
+    ],
+)
+def test_origin(url: str, expected: str) -> None:
+    assert origin(url) == expected
+
+
+def test_agent_for_url_longest_interface_prefix_else_origin() -> None:
+    reg = CardRegistry()
+    reg.update(
+        "http://gw:8080",
+        make_card(interfaces=("http://gw:8080/a2a/worker", "http://gw:8080/a2a/worker/v2/")),
+    )
+    reg.update("http://other:1", make_card(interfaces=("http://GW:8080/a2a",)))
+    assert reg.agent_for_url("http://gw:8080/a2a/worker/v2/tasks/1") == "http://gw:8080"
+    assert reg.agent_for_url("http://gw:8080/a2a/worker") == "http://gw:8080"
+    assert reg.agent_for_url("http://gw:8080/a2a/worker-2/tasks") == "http://other:1"
+    assert reg.agent_for_url("http://gw:8080/a2a") == "http://other:1"
+    assert reg.agent_for_url("http://u:p@gw:8080/elsewhere?q=1") == "http://gw:8080"
+    assert reg.agent_for_url("http://unknown:7/x") == "http://unknown:7"
+
+
+def test_interfaces_move_when_the_card_changes() -> None:
+    reg = CardRegistry()
+    reg.update("http://a", make_card(interfaces=("http://gw/a",)))
+    assert reg.agent_for_url("http://gw/a/tasks") == "http://a"
+    reg.update("http://a", make_card('"v2"', interfaces=("http://gw/b",)))
+    assert reg.agent_for_url("http://gw/a/tasks") == "http://gw"
+    assert reg.agent_for_url("http://gw/b/tasks") == "http://a"
+
+
+def test_etag_change_is_reported_only_against_a_known_previous_etag() -> None:
+    reg = CardRegistry()
+    assert reg.update("http://a", make_card('"v1"')) is False
+    assert reg.update("http://a", make_card('"v1"')) is False
+    reg.touch_304("http://a")
+    assert reg.etag("http://a") == '"v1"'
+    assert reg.update("http://a", make_card('"v2"')) is True
+    assert reg.etag("http://a") == '"v2"' and reg.previous_etag("http://a") == '"v1"'
+    assert reg.etag_changes("http://a") == 1
+    assert reg.etag("http://nobody") is None and reg.name("http://nobody") is None
+    assert reg.name("http://a") == "worker"
+    reg.touch_304("http://nobody")  # unknown agent: nothing to keep, nothing raised
+
+
+def test_heartbeat_first_match_wins() -> None:
+    reg = CardRegistry(
+        default_heartbeat=45.0,
+        heartbeat_overrides={"over:9001": 5.0, "hostonly": 7.0, "GW:8080": 9.0},
+    )
+    ext = make_card(heartbeat=12.0, heartbeat_source="extension")
+    reg.update("http://over:9001", ext)
+    assert reg.heartbeat("http://over:9001") == (5.0, "override")
+    reg.update("http://hostonly:1234", ext)
+    assert reg.heartbeat("http://hostonly:1234") == (7.0, "override")
+    reg.update("http://card:1", ext)
+    assert reg.heartbeat("http://card:1") == (12.0, "extension")
+    reg.update("http://field:1", make_card(heartbeat=3.0, heartbeat_source="card-field"))
+    assert reg.heartbeat("http://field:1") == (3.0, "card-field")
+    reg.update("http://plain:1", make_card())
+    assert reg.heartbeat("http://plain:1") == (45.0, "default")
+    assert reg.heartbeat("http://never-seen:2") == (45.0, "default")
+    assert reg.heartbeat("http://over:9001/ignored") == (5.0, "override")
+    reg.update("http://behind-gw:1", make_card(interfaces=("http://gw:8080/x",)))
+    assert reg.heartbeat("http://behind-gw:1") == (9.0, "override")
+    # a changed card re-resolves
+    reg.update("http://plain:1", make_card('"v2"', heartbeat=2.0, heartbeat_source="extension"))
+    assert reg.heartbeat("http://plain:1") == (2.0, "extension")
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
+def test_bad_heartbeat_values_fall_back(bad: float) -> None:
+    reg = CardRegistry(default_heartbeat=bad, heartbeat_overrides={"a": bad})
+    reg.update("http://a", make_card(heartbeat=bad, heartbeat_source="extension"))
+    assert reg.heartbeat("http://a") == (30.0, "default")
+
+
+def test_bounded_and_forgets_routes_of_evicted_agents() -> None:
+    reg = CardRegistry(max_agents=2)
+    reg.update("http://a", make_card(interfaces=("http://gw/a",)))
+    reg.update("http://b", make_card())
+    reg.update("http://c", make_card())
+    assert len(reg) == 2 and reg.etag("http://a") is None
+    assert reg.agent_for_url("http://gw/a/tasks") == "http://gw"
+    assert reg.agents() == ["http://b", "http://c"]
+
+
+@pytest.mark.parametrize(
+    "url", ["", "::::", "http://", "http://[::1", "\x00", "http://h:99999/", "ftp://x/y", "//x"]
+)
+def test_weird_urls_do_not_raise(url: str) -> None:
+    reg = CardRegistry()
+    reg.update(url, make_card(interfaces=(url, "http://ok/x")))
+    assert isinstance(reg.agent_for_url(url), str)
+    reg.heartbeat(url)
+    reg.agent_key(url)
+
+
+def test_threads_smoke() -> None:
+    reg = CardRegistry(max_agents=5)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(2_000):
+                agent = f"http://a{(i + n) % 9}"
+                reg.update(agent, make_card(f'"{i % 3}"', interfaces=(f"{agent}/x",)))
+                reg.agent_for_url(f"{agent}/x/tasks")
+                reg.heartbeat(agent)
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(reg) <= 5

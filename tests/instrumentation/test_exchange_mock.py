@@ -1,0 +1,234 @@
+"""Spans, events and metrics for one process talking to a fake agent over MockTransport.
+
+Unit level: the wire is hand-made here; the same checks run against the real SDK servers in
+``test_real_peers.py``.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.instrumentation.conftest import Clock, FakeAgent, Harness, divergences
+
+
+def test_card_fetch_span_carries_card_attributes(otel: Harness) -> None:
+    agent = FakeAgent(heartbeat=12)
+    with agent.client() as client:
+        assert client.get("/.well-known/agent-card.json").status_code == 200
+    span = otel.span("A2A GetAgentCard")
+    attrs = dict(span.attributes or {})
+    assert attrs["a2a.operation"] == "GetAgentCard"
+    assert attrs["rpc.system"] == "a2a"
+    assert attrs["a2a.card.etag"] == 'W/"v1"'
+    assert attrs["a2a.card.heartbeat_interval"] == 12
+    assert attrs["a2a.card.streaming"] is True
+    assert attrs["a2a.card.version"] == "1.0.0"
+    assert attrs["a2a.agent.name"] == "Fake Agent"
+    assert attrs["a2a.card.etag.changed"] is False
+    assert "a2a.protocol.version" not in attrs
+
+
+def test_get_task_is_an_authoritative_observation(otel: Harness) -> None:
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        response = agent.rpc(client, "GetTask", {"id": "t1"})
+    assert response.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
+    attrs = dict(otel.span("A2A GetTask").attributes or {})
+    assert attrs["a2a.task.id"] == "t1"
+    assert attrs["a2a.task.state"] == "working"
+    assert attrs["a2a.task.state.raw"] == "TASK_STATE_WORKING"
+    assert attrs["a2a.observation.authoritative"] is True
+    assert attrs["a2a.protocol.version"] == "1.0"
+    assert attrs["a2a.binding"] == "JSONRPC"
+    assert attrs["a2a.jsonrpc.method"] == "GetTask"
+    assert attrs["a2a.card.etag"] == 'W/"v1"'
+    assert not any("secret" in str(v) for v in attrs.values())
+
+
+def test_follow_up_without_observation_is_no_observation(otel: Harness) -> None:
+    agent = FakeAgent(states={"t9": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        agent.rpc(
+            client,
+            "SendMessage",
+            {"message": {"taskId": "t9", "messageId": "m", "role": "ROLE_USER", "parts": []}},
+        )
+    span = otel.span("A2A SendMessage")
+    assert divergences(span) == ["no_observation"]
+    assert (span.attributes or {})["a2a.liveness.decision"] is True
+    assert otel.total("a2a.divergence", a2a__divergence__reason="no_observation") == 1
+    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
+
+
+def test_heartbeat_gap_then_authoritative_after_poll(otel: Harness, clock: Clock) -> None:
+    agent = FakeAgent(heartbeat=5, states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        clock.advance(6)
+        agent.rpc(client, "CancelTask", {"id": "t1"})
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        clock.advance(1)
+        agent.rpc(client, "CancelTask", {"id": "t1"})
+    cancels = otel.spans("A2A CancelTask")
+    assert [divergences(s) for s in cancels] == [["heartbeat_gap"], []]
+    event = next(e for e in cancels[0].events if e.name == "a2a.divergence")
+    assert event.attributes is not None
+    assert event.attributes["a2a.observation.age"] == pytest.approx(6)
+    assert event.attributes["a2a.card.heartbeat_interval"] == 5
+    assert event.attributes["a2a.task.state"] == "working"
+    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+
+
+def test_etag_change_wins_over_gap(otel: Harness, clock: Clock) -> None:
+    agent = FakeAgent(heartbeat=5, states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        agent.etag = 'W/"v2"'
+        client.get("/.well-known/agent-card.json")
+        clock.advance(60)
+        agent.rpc(client, "CancelTask", {"id": "t1"})
+    cards = otel.spans("A2A GetAgentCard")
+    assert (cards[1].attributes or {})["a2a.card.etag.changed"] is True
+    assert divergences(otel.span("A2A CancelTask")) == ["etag_changed"]
+    assert otel.total("a2a.card.etag.changes") == 1
+
+
+def test_304_keeps_the_etag(otel: Harness) -> None:
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        revalidated = client.get(
+            "/.well-known/agent-card.json", headers={"If-None-Match": agent.etag}
+        )
+        assert revalidated.status_code == 304
+        agent.rpc(client, "CancelTask", {"id": "t1"})
+    assert divergences(otel.span("A2A CancelTask")) == []
+
+
+def test_terminal_state_is_exempt_from_the_gap(otel: Harness, clock: Clock) -> None:
+    agent = FakeAgent(heartbeat=5, states={"t1": "TASK_STATE_FAILED"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        clock.advance(600)
+        agent.rpc(
+            client,
+            "SendMessage",
+            {"message": {"taskId": "t1", "messageId": "m", "role": "ROLE_USER", "parts": []}},
+        )
+    assert divergences(otel.span("A2A SendMessage")) == ["terminal_state"]
+
+
+@pytest.mark.parametrize(
+    ("spelling", "reason"),
+    [
+        ("Working", "non_canonical_state"),
+        ("working", "non_canonical_state"),
+        ("TASK_STATE_CANCELLED", "non_canonical_state"),
+        ("paused", "unknown_state"),
+    ],
+)
+def test_observation_side_reasons(otel: Harness, spelling: str, reason: str) -> None:
+    agent = FakeAgent(states={"t1": spelling})
+    with agent.client() as client:
+        agent.rpc(client, "GetTask", {"id": "t1"})
+    span = otel.span("A2A GetTask")
+    assert divergences(span) == [reason]
+    assert (
+        otel.total("a2a.divergence", a2a__divergence__reason=reason, a2a__operation="GetTask") == 1
+    )
+
+
+def test_terminal_regression_and_task_lost(otel: Harness) -> None:
+    agent = FakeAgent(states={"t1": "TASK_STATE_COMPLETED", "t2": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        agent.states["t1"] = "TASK_STATE_WORKING"
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        agent.rpc(client, "GetTask", {"id": "t2"})
+        del agent.states["t2"]
+        agent.rpc(client, "GetTask", {"id": "t2"})
+    reasons = [divergences(s) for s in otel.spans("A2A GetTask")]
+    assert reasons == [[], ["terminal_regression"], [], ["task_lost"]]
+
+
+def test_redundant_get_task_is_counted(otel: Harness, clock: Clock) -> None:
+    agent = FakeAgent(heartbeat=10, states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        clock.advance(1)
+        agent.rpc(client, "GetTask", {"id": "t1"})  # fresh: redundant
+        clock.advance(20)
+        agent.rpc(client, "GetTask", {"id": "t1"})  # stale: needed
+    assert otel.total("a2a.task.get.redundant") == 1
+
+
+def test_streamed_updates_and_abnormal_end(otel: Harness) -> None:
+    frames = [
+        b'data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"s1","contextId":"c",'
+        b'"status":{"state":"TASK_STATE_SUBMITTED"}}}}\n\n',
+        b": ping\n\n",
+        b'data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"s1",'
+        b'"contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}\n\n',
+    ]
+    # split every frame across chunk boundaries: the parser must not care
+    agent = FakeAgent(sse=[b"".join(frames)[i : i + 7] for i in range(0, len(b"".join(frames)), 7)])
+    with agent.client() as client:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}},
+        }
+        with client.stream("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}) as r:
+            received = b"".join(r.iter_raw())
+    assert received == b"".join(frames)
+    span = otel.span("A2A SendStreamingMessage")
+    names = [e.name for e in span.events]
+    assert names == ["a2a.task.status", "a2a.stream.abnormal_end"]
+    attrs = dict(span.attributes or {})
+    assert attrs["a2a.task.id"] == "s1"
+    assert attrs["a2a.task.state"] == "working"
+    assert otel.total("a2a.tasks.tracked", a2a__task__state__class="active") == 1
+
+
+def test_sampled_out_spans_still_detect() -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    from tests.instrumentation.conftest import make_harness
+
+    harness, instrumentor = make_harness(ParentBased(ALWAYS_OFF))
+    try:
+        agent = FakeAgent(states={"t1": "Working"})
+        with agent.client() as client:
+            agent.rpc(client, "GetTask", {"id": "t1"})
+            agent.rpc(client, "CancelTask", {"id": "t1"})
+        assert harness.spans() == []
+        assert harness.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 2
+        assert harness.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    finally:
+        instrumentor.uninstrument()
+
+
+def test_non_a2a_traffic_is_untouched(otel: Harness) -> None:
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json={"ok": True}))
+    with httpx.Client(transport=transport) as client:
+        assert client.get("http://other.test/api/items").json() == {"ok": True}
+        assert client.post("http://other.test/rpc", json={"jsonrpc": "2.0", "method": "x"}).json()
+    assert otel.spans() == []
+
+
+def test_uninstrument_restores_send(otel: Harness) -> None:
+    from otel_a2a.instrumentation import A2AInstrumentor
+
+    assert hasattr(httpx.Client.send, "__wrapped__")
+    A2AInstrumentor().uninstrument()
+    assert not hasattr(httpx.Client.send, "__wrapped__")
+    assert not hasattr(httpx.AsyncClient.send, "__wrapped__")
+    A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)

@@ -1,0 +1,222 @@
+"""Alert rules: promtool checks and unit tests, and one real end-to-end run.
+
+End to end: a real Prometheus evaluates dashboards/alerts/otel-a2a.rules.yaml over the scraped
+metrics of a run (today the stand-in tests/ops/metrics_source.py), and a real Alertmanager
+delivers the alerts to a local webhook.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.ops.conftest import RULES, OpsStack
+from tests.support.prom import poll, run_promtool
+
+RULES_TEST = RULES.with_name("otel-a2a.rules.test.yaml")
+REQUIRED_ALERTS = {
+    "A2ATaskStateDivergence",
+    "A2ATasksStale",
+    "A2ANonCanonicalTaskState",
+    "A2ATerminalStateRegression",
+    "A2ATaskLost",
+    "A2AInstrumentationErrors",
+}
+CONTRACT_METRICS = {
+    "a2a_divergence_total",
+    "a2a_liveness_decisions_total",
+    "a2a_observation_age_seconds_bucket",
+    "a2a_observation_age_seconds_sum",
+    "a2a_observation_age_seconds_count",
+    "a2a_card_etag_changes_total",
+    "a2a_task_get_redundant_total",
+    "a2a_tasks_tracked",
+    "a2a_tasks_stale",
+    "a2a_tasks_evicted_total",
+    "a2a_instrumentation_errors_total",
+}
+
+
+CONTRACT_LABELS = {
+    "a2a_agent_name",
+    "a2a_divergence_reason",
+    "a2a_operation",
+    "a2a_decision_outcome",
+    "a2a_task_state_class",
+}
+
+
+def _rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load(RULES.read_text())
+    return [r for g in doc["groups"] for r in g["rules"]]
+
+
+@pytest.mark.prometheus
+def test_promtool_check_rules() -> None:
+    res = run_promtool("check", "rules", str(RULES))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"SUCCESS: {len(_rules())} rules found" in res.stdout
+
+
+@pytest.mark.prometheus
+def test_promtool_unit_tests_pass() -> None:
+    res = run_promtool("test", "rules", str(RULES_TEST))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_every_alert_has_annotations_and_contract_names() -> None:
+    rules = _rules()
+    assert {r["alert"] for r in rules} == REQUIRED_ALERTS
+    for rule in rules:
+        ann = rule["annotations"]
+        for key in ("summary", "description", "runbook"):
+            assert len(ann.get(key, "").strip()) > 20, f"{rule['alert']}: {key}"
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+        names = _metric_names(rule["expr"])
+        assert names and names <= CONTRACT_METRICS, (rule["alert"], names)
+
+
+def _metric_names(expr: str) -> set[str]:
+    """The ``a2a_*`` tokens of an expression that are not contract label names."""
+    return set(re.findall(r"\ba2a_[a-z0-9_]+\b", expr)) - CONTRACT_LABELS
+
+
+def test_stale_alert_waits_one_heartbeat() -> None:
+    stale = next(r for r in _rules() if r["alert"] == "A2ATasksStale")
+    assert "a2a_tasks_stale" in stale["expr"] and "> 0" in stale["expr"]
+    assert stale["for"] == "30s"  # OTEL_A2A_DEFAULT_HEARTBEAT
+
+
+def test_unit_tests_cover_firing_and_silence_for_every_alert() -> None:
+    doc = yaml.safe_load(RULES_TEST.read_text())
+    firing: set[str] = set()
+    silent: set[str] = set()
+    for group in doc["tests"]:
+        for case in group.get("alert_rule_test", []):
+            (firing if case["exp_alerts"] else silent).add(case["alertname"])
+    assert firing == REQUIRED_ALERTS, REQUIRED_ALERTS - firing
+    assert silent == REQUIRED_ALERTS, REQUIRED_ALERTS - silent
+
+
+def _copy_rules(tmp_path: Path) -> tuple[Path, Path]:
+    rules = tmp_path / RULES.name
+    tests = tmp_path / RULES_TEST.name
+    shutil.copy(RULES, rules)
+    shutil.copy(RULES_TEST, tests)
+    return rules, tests
+
+
+@pytest.mark.prometheus
+def test_broken_rules_copy_fails_check(tmp_path: Path) -> None:
+    rules, _ = _copy_rules(tmp_path)
+    text = rules.read_text()
+    broken = text.replace(
+        "max by (a2a_agent_name) (a2a_tasks_stale) > 0", "max by (a2a_agent_name ("
+    )
+    assert broken != text
+    rules.write_text(broken)
+    res = run_promtool("check", "rules", str(rules))
+    assert res.returncode != 0
+    assert "parse error" in (res.stdout + res.stderr)
+
+
+@pytest.mark.prometheus
+def test_wrong_rule_fails_unit_tests(tmp_path: Path) -> None:
+    """A rule that stops firing on the first event of a new series is caught by the tests."""
+    rules, tests = _copy_rules(tmp_path)
+    doc = yaml.safe_load(rules.read_text())
+    for rule in doc["groups"][0]["rules"]:
+        if rule["alert"] == "A2ATaskLost":
+            rule["expr"] = (
+                "sum by (a2a_agent_name, a2a_divergence_reason, a2a_operation) "
+                '(increase(a2a_divergence_total{a2a_divergence_reason="task_lost"}[5m])) > 0'
+            )
+    rules.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = run_promtool("test", "rules", str(tests))
+    assert res.returncode != 0
+    assert "alertname: A2ATaskLost" in res.stdout + res.stderr
+
+
+# --- end to end: real Prometheus + Alertmanager -------------------------------------------
+
+
+def _firing(alerts: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [a for a in alerts if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+
+def test_quiet_baseline_raises_nothing(ops_stack: OpsStack) -> None:
+    """Rules evaluated over the scraped baseline (all counters at 0, nothing stale): silent."""
+    assert ops_stack.alerts_before_incident == []
+
+
+def test_prometheus_evaluates_every_alert_over_the_run(ops_stack: OpsStack) -> None:
+    prom = ops_stack.prometheus
+
+    def all_active() -> list[dict[str, Any]] | None:
+        alerts = prom.alerts()
+        names = {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
+        # A2ATasksStale has `for: 30s`: pending proves evaluation without waiting a heartbeat
+        stale = [a for a in alerts if a["labels"]["alertname"] == "A2ATasksStale"]
+        return alerts if names >= REQUIRED_ALERTS - {"A2ATasksStale"} and stale else None
+
+    alerts = poll(all_active, timeout=20, what="every otel-a2a alert active in Prometheus")
+    reasons = {
+        a["labels"]["a2a_divergence_reason"] for a in _firing(alerts, "A2ATaskStateDivergence")
+    }
+    assert reasons == {
+        "heartbeat_gap",
+        "etag_changed",
+        "non_canonical_state",
+        "terminal_regression",
+        "task_lost",
+    }
+    stale = [a for a in alerts if a["labels"]["alertname"] == "A2ATasksStale"]
+    assert [a["labels"]["a2a_agent_name"] for a in stale] == ["worker"]  # gateway has 0 stale
+    assert stale[0]["state"] in {"pending", "firing"}
+    lost = _firing(alerts, "A2ATaskLost")
+    assert [a["labels"]["a2a_agent_name"] for a in lost] == ["worker"]
+    assert lost[0]["labels"]["severity"] == "critical"
+    errors = _firing(alerts, "A2AInstrumentationErrors")
+    assert errors[0]["labels"]["error_type"] == "ParseError"
+
+
+def test_alertmanager_delivers_to_webhook(ops_stack: OpsStack) -> None:
+    def delivered(alerts: list[dict[str, Any]]) -> bool:
+        names = {(a["labels"]["alertname"], a["status"]) for a in alerts}
+        return {
+            ("A2ATaskLost", "firing"),
+            ("A2ATaskStateDivergence", "firing"),
+        } <= names
+
+    alerts = ops_stack.webhook.wait_for(
+        delivered, timeout=30, what="A2ATaskLost and A2ATaskStateDivergence at the webhook"
+    )
+    lost = next(a for a in alerts if a["labels"]["alertname"] == "A2ATaskLost")
+    assert lost["labels"]["a2a_agent_name"] == "worker"
+    assert "lost A2A task" in lost["annotations"]["summary"]
+    assert lost["annotations"]["runbook"].startswith("1.")
+    assert "TaskNotFound" in lost["annotations"]["description"]
+
+
+def test_alertmanager_inhibits_the_generic_duplicate(ops_stack: OpsStack) -> None:
+    """The inhibit rule documented in the rules file keeps one page per cause."""
+    am = ops_stack.alertmanager
+
+    def settled() -> list[dict[str, Any]] | None:
+        alerts = [a for a in am.alerts() if a["labels"]["alertname"] == "A2ATaskStateDivergence"]
+        return alerts if len(alerts) == 5 else None
+
+    alerts = poll(settled, timeout=20, what="5 A2ATaskStateDivergence alerts in Alertmanager")
+    state = {a["labels"]["a2a_divergence_reason"]: a["status"] for a in alerts}
+    for reason in ("non_canonical_state", "terminal_regression", "task_lost"):
+        assert state[reason]["state"] == "suppressed", (reason, state[reason])
+        assert state[reason]["inhibitedBy"], reason
+    for reason in ("heartbeat_gap", "etag_changed"):
+        assert state[reason]["state"] == "active", (reason, state[reason])
+        assert not state[reason]["inhibitedBy"]

@@ -1,0 +1,246 @@
+"""The Grafana dashboard: valid against Grafana's own JSON schemas, and every panel query
+parses (promtool, offline) and returns data from a real Prometheus scraping a real metrics
+endpoint. No Grafana server runs on our machines (reference/BACKENDS.md §4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from tests.ops.conftest import DASHBOARD, OpsStack
+from tests.support.prom import finite_values, run_promtool
+
+REPO = Path(__file__).resolve().parents[2]
+# issue 6: validate against ../shared/schemas/grafana (a vendored copy in the repo wins)
+SCHEMA_DIRS = (REPO / "schemas" / "grafana", REPO.parent / "shared" / "schemas" / "grafana")
+PROM_UID = "otel-a2a-prometheus"
+# Grafana's built-in and dashboard variables, as a user with "All" agents would see them.
+SUBSTITUTIONS = {
+    "$__rate_interval": "1m",
+    "$__interval": "15s",
+    "$__range": "5m",
+    "$agent": ".*",
+    "$heartbeat": "30",
+}
+
+
+def _schema_dir() -> Path:
+    """The Grafana schemas: the shared copy, or the repository's if it ever vendors them."""
+    for candidate in SCHEMA_DIRS:
+        if (candidate / "dashboard.jsonschema.json").exists():
+            return candidate
+    pytest.fail(f"Grafana JSON schemas not found in {[str(d) for d in SCHEMA_DIRS]}")
+
+
+def _dashboard() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return doc
+
+
+def _panels(dash: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for p in dash["panels"]:
+        out.append(p)
+        out.extend(p.get("panels", []))
+    return out
+
+
+def _queries() -> list[tuple[str, str]]:
+    """(id, expr) of every panel target, ids like 'Panel title/A'."""
+    return [
+        (f"{p['title']}/{t['refId']}", t["expr"])
+        for p in _panels(_dashboard())
+        for t in p.get("targets", [])
+    ]
+
+
+def substitute(expr: str, **overrides: str) -> str:
+    subs = {**SUBSTITUTIONS, **{f"${k}": v for k, v in overrides.items()}}
+    for var in sorted(subs, key=len, reverse=True):  # $__rate_interval before $__range
+        expr = expr.replace(var, subs[var])
+    assert "$" not in expr, f"unsubstituted variable in {expr!r}"
+    return expr
+
+
+def _errors(schema: dict[str, Any], instance: Any, where: str) -> list[str]:
+    """Readable schema errors: for anyOf(Panel, RowPanel) report the best Panel error."""
+    out = []
+    for err in Draft7Validator(schema).iter_errors(instance):
+        chosen: ValidationError = err
+        if err.context:
+            first_branch = [e for e in err.context if e.relative_schema_path[0] == 0]
+            chosen = best_match(first_branch or err.context) or err
+        path = "/".join(str(p) for p in chosen.absolute_path)
+        out.append(f"{where}{path} -> {chosen.message}")
+    return out
+
+
+def _load_schema(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((_schema_dir() / name).read_text())
+    return doc
+
+
+def _sub_schema(name: str, definition: str) -> dict[str, Any]:
+    doc = _load_schema(name)
+    return {"$ref": f"#/definitions/{definition}", "definitions": doc["definitions"]}
+
+
+def test_dashboard_matches_grafana_schema() -> None:
+    errors = _errors(_load_schema("dashboard.jsonschema.json"), _dashboard(), "")
+    assert not errors, "\n".join(errors)
+
+
+def test_panel_options_and_targets_match_plugin_schemas() -> None:
+    """The dashboard schema leaves options/targets free; the plugin schemas do not."""
+    options = {
+        "timeseries": _sub_schema("timeseries.jsonschema.json", "Options"),
+        "stat": _sub_schema("stat.jsonschema.json", "Options"),
+    }
+    custom = _sub_schema("timeseries.jsonschema.json", "FieldConfig")
+    query = _load_schema("prometheus.jsonschema.json")
+    errors: list[str] = []
+    for p in _panels(_dashboard()):
+        if p["type"] == "row":
+            continue
+        where = f"panel {p['title']!r}: "
+        assert p["type"] in options, f"{where}unexpected panel type {p['type']}"
+        errors += _errors(options[p["type"]], p["options"], where + "options/")
+        if p["type"] == "timeseries":
+            errors += _errors(custom, p["fieldConfig"]["defaults"]["custom"], where + "custom/")
+        for t in p["targets"]:
+            errors += _errors(query, t, f"{where}target {t['refId']}/")
+    assert not errors, "\n".join(errors)
+
+
+def test_schema_errors_are_reported_readably() -> None:
+    """A broken copy yields messages that name the path and the problem."""
+    broken = _dashboard()
+    broken["__inputs"] = []
+    del broken["templating"]
+    broken["panels"][1]["gridPos"]["w"] = "12"
+    broken["panels"][2]["colour"] = "red"
+    errors = _errors(_load_schema("dashboard.jsonschema.json"), broken, "")
+    text = "\n".join(errors)
+    assert "'templating' is a required property" in text
+    assert "'__inputs' was unexpected" in text
+    assert "panels/1/gridPos/w -> '12' is not of type 'integer'" in text
+    assert "'colour' was unexpected" in text
+
+
+def test_dashboard_content() -> None:
+    dash = _dashboard()
+    exprs = " ".join(e for _, e in _queries())
+    for metric in (
+        "a2a_divergence_total",
+        "a2a_liveness_decisions_total",
+        "a2a_observation_age_seconds_bucket",
+        "a2a_tasks_stale",
+        "a2a_card_etag_changes_total",
+        "a2a_task_get_redundant_total",
+        "a2a_tasks_tracked",
+        "a2a_tasks_evicted_total",
+        "a2a_instrumentation_errors_total",
+    ):
+        assert metric in exprs, metric
+    assert "histogram_quantile(0.5," in exprs and "histogram_quantile(0.95," in exprs
+    assert "sum by (a2a_divergence_reason, a2a_agent_name)" in exprs
+    assert "sum by (a2a_decision_outcome)" in exprs
+    assert "sum by (a2a_task_state_class)" in exprs
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    agent = variables["agent"]
+    assert agent["type"] == "query"
+    assert agent["query"] == "label_values(a2a_liveness_decisions_total, a2a_agent_name)"
+    assert agent["includeAll"] is True and agent["datasource"]["uid"] == PROM_UID
+    assert variables["jaeger_url"]["type"] in {"textbox", "constant"}
+    links = [link for link in dash["links"] if link["type"] == "link"]
+    assert len(links) == 1 and links[0]["url"].startswith("${jaeger_url}/search?")
+    assert "a2a.divergence" in links[0]["url"].replace("%22", '"').replace("%3A", ":")
+    # every panel and target uses the provisioned Prometheus datasource
+    for p in _panels(dash):
+        if p["type"] != "row":
+            assert p["datasource"] == {"type": "prometheus", "uid": PROM_UID}, p["title"]
+            for t in p["targets"]:
+                assert t["datasource"]["uid"] == PROM_UID
+    # panels filterable by agent do filter by it
+    for pid, expr in _queries():
+        if "a2a_agent_name" in expr and "label_values" not in expr:
+            assert 'a2a_agent_name=~"$agent"' in expr, pid
+    ids = [p["id"] for p in _panels(dash)]
+    assert len(ids) == len(set(ids)), "duplicate panel ids"
+
+
+def _recording_rules(exprs: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "groups": [
+            {
+                "name": "dashboard-queries",
+                "rules": [
+                    {"record": f"dashboard:query_{i}", "expr": substitute(e)}
+                    for i, (_, e) in enumerate(exprs)
+                ],
+            }
+        ]
+    }
+
+
+@pytest.mark.prometheus
+def test_every_query_parses_offline(tmp_path: Path) -> None:
+    exprs = _queries()
+    path = tmp_path / "dashboard-queries.rules.yaml"
+    path.write_text(yaml.safe_dump(_recording_rules(exprs), sort_keys=False))
+    res = run_promtool("check", "rules", str(path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"SUCCESS: {len(exprs)} rules found" in res.stdout
+
+
+@pytest.mark.prometheus
+def test_offline_parse_catches_a_broken_query(tmp_path: Path) -> None:
+    exprs = [*_queries(), ("broken", "sum by (a2a_agent_name (rate(a2a_divergence_total[1m]))")]
+    path = tmp_path / "broken.rules.yaml"
+    path.write_text(yaml.safe_dump(_recording_rules(exprs), sort_keys=False))
+    res = run_promtool("check", "rules", str(path))
+    assert res.returncode != 0
+    assert "parse error" in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(("expr"), [e for _, e in _queries()], ids=[i for i, _ in _queries()])
+def test_query_returns_data_from_real_prometheus(incident_scraped: OpsStack, expr: str) -> None:
+    prom = incident_scraped.prometheus
+    result = prom.wait_for(
+        substitute(expr),
+        lambda r: bool(finite_values(r)),
+        timeout=15,
+        what=f"finite data for {expr!r}",
+    )
+    assert finite_values(result)
+
+
+def test_agent_variable_values_from_real_prometheus(incident_scraped: OpsStack) -> None:
+    values = incident_scraped.prometheus.api(
+        "label/a2a_agent_name/values", [("match[]", "a2a_liveness_decisions_total")]
+    )
+    assert sorted(values) == ["gateway", "worker"]
+
+
+def test_agent_variable_filters(incident_scraped: OpsStack) -> None:
+    expr = next(e for i, e in _queries() if i.startswith("Divergence rate by reason"))
+    result = incident_scraped.prometheus.query(substitute(expr, agent="gateway"))
+    assert result and {s["metric"]["a2a_agent_name"] for s in result} == {"gateway"}
+
+
+def test_observation_age_quantiles_are_plausible(incident_scraped: OpsStack) -> None:
+    """p95 of the worker's ages (0.4, 3, 12, 45 s recorded) is above its p50."""
+    prom = incident_scraped.prometheus
+    exprs = [e for i, e in _queries() if i.startswith("Observation age")]
+    p50 = prom.query(substitute(exprs[0], agent="worker"))
+    p95 = prom.query(substitute(exprs[1], agent="worker"))
+    assert finite_values(p50) and finite_values(p95)
+    assert 0 < finite_values(p50)[0] < finite_values(p95)[0] <= 600
+    assert re.search(r"vector\(\$heartbeat\)", exprs[2])

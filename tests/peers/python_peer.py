@@ -1,0 +1,280 @@
+"""A real A2A peer on a2a-sdk 1.3 (starlette + uvicorn) for otel-a2a's tests.
+
+Run: ``python tests/peers/python_peer.py --port N`` (``0`` picks a free port). Once the socket
+listens it prints ``READY <base_url>`` on stdout and serves, on 127.0.0.1 only:
+
+- ``/.well-known/agent-card.json``: the card, ``Cache-Control: public, max-age=300``, weak ETag
+  from the SDK, ``If-None-Match`` revalidation (304);
+- ``/a2a/jsonrpc``: v1.0 JSON-RPC plus the v0.3 method names (``enable_v0_3_compat``);
+- ``/a2a/rest``: v1.0 HTTP+JSON plus the v0.3 ``/v1/...`` routes.
+
+The executor's behaviour depends on the first word of the message text:
+
+- ``echo ...`` (and any text not listed below): submitted, working, artifact, completed;
+- ``slow ...``: submitted, working, then waits (at most ``--slow-timeout`` s, default 30) until a
+  follow-up message for the task or a cancel; on timeout the task fails. A follow-up releases
+  the waiting request (its stream ends with the task still ``working``) and is then executed
+  as a fresh text on the same task (``echo`` completes it);
+- ``input ...``: submitted, working, input-required (a follow-up continues the task);
+- ``fail``: submitted, working, failed;
+- ``reject``: submitted, rejected.
+
+Cancel is supported on any non-terminal task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import sys
+import uuid
+from collections.abc import Sequence
+
+import uvicorn
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution.simple_request_context_builder import (
+    SimpleRequestContextBuilder,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from starlette.applications import Starlette
+
+HEARTBEAT_URI = "urn:otel-a2a:heartbeat:v1"
+HEARTBEAT_SECONDS = 30
+CARD_CACHE_CONTROL = "public, max-age=300"
+JSONRPC_PATH = "/a2a/jsonrpc"
+REST_PATH = "/a2a/rest"
+
+
+class SlowWaiters:
+    """Tasks whose ``slow`` execution waits for a follow-up or a cancel."""
+
+    def __init__(self) -> None:
+        self._futures: dict[str, asyncio.Future[str]] = {}
+
+    def register(self, task_id: str) -> asyncio.Future[str]:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._futures[task_id] = future
+        return future
+
+    def release(self, task_id: str, reason: str) -> bool:
+        future = self._futures.pop(task_id, None)
+        if future is None or future.done():
+            return False
+        future.set_result(reason)
+        return True
+
+    def forget(self, task_id: str) -> None:
+        self._futures.pop(task_id, None)
+
+
+class FollowUpAwareContextBuilder(SimpleRequestContextBuilder):
+    """Wakes a waiting ``slow`` execution when a follow-up message for its task arrives.
+
+    a2a-sdk 1.3 runs the requests of one task one after the other, so a follow-up cannot reach
+    the executor while the ``slow`` request still runs; the request-context builder is the one
+    hook that sees every incoming message first.
+    """
+
+    def __init__(self, waiters: SlowWaiters) -> None:
+        super().__init__()
+        self._waiters = waiters
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        if task_id:
+            self._waiters.release(task_id, "follow-up")
+        return await super().build(
+            context=context, params=params, task_id=task_id, context_id=context_id, task=task
+        )
+
+
+def _agent_text(text: str, task_id: str, context_id: str) -> Message:
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        parts=[Part(text=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+class BehaviourExecutor(AgentExecutor):
+    """Executor driven by the message text (see the module docstring)."""
+
+    def __init__(self, waiters: SlowWaiters, slow_timeout: float) -> None:
+        self._waiters = waiters
+        self._slow_timeout = slow_timeout
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id or ""
+        context_id = context.context_id or ""
+        if context.current_task is None:  # the SDK requires a Task event first
+            history = [context.message] if context.message is not None else []
+            await event_queue.enqueue_event(
+                Task(
+                    id=task_id,
+                    context_id=context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=history,
+                )
+            )
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        text = context.get_user_input().strip()
+        word = text.split(maxsplit=1)[0].lower() if text else ""
+        if word == "reject":
+            await updater.reject(_agent_text("rejected: " + text, task_id, context_id))
+            return
+        await updater.start_work()
+        if word == "fail":
+            await updater.failed(_agent_text("failed as asked", task_id, context_id))
+        elif word == "input":
+            await updater.requires_input(_agent_text("more input needed", task_id, context_id))
+        elif word == "slow":
+            future = self._waiters.register(task_id)
+            try:
+                await asyncio.wait_for(future, timeout=self._slow_timeout)
+            except asyncio.TimeoutError:
+                await updater.failed(_agent_text("slow task timed out", task_id, context_id))
+            finally:
+                self._waiters.forget(task_id)
+            # Released by a follow-up: return with the task still working; the follow-up
+            # request runs next and decides what happens to the task.
+        else:
+            reply = text.split(maxsplit=1)[1] if word == "echo" and " " in text else text
+            await updater.add_artifact([Part(text=f"echo: {reply}")], name="echo")
+            await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id or ""
+        self._waiters.release(task_id, "cancel")
+        await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
+
+
+def build_card(base_url: str) -> AgentCard:
+    extension = AgentExtension(
+        uri=HEARTBEAT_URI,
+        description="Task liveness: an authoritative observation is fresh for this long",
+        params={"intervalSeconds": HEARTBEAT_SECONDS},
+    )
+    return AgentCard(
+        name="otel-a2a Python test peer",
+        description="a2a-sdk 1.3 peer whose behaviour follows the message text",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(
+                protocol_binding="JSONRPC", protocol_version="1.0", url=base_url + JSONRPC_PATH
+            ),
+            AgentInterface(
+                protocol_binding="HTTP+JSON", protocol_version="1.0", url=base_url + REST_PATH
+            ),
+            AgentInterface(
+                protocol_binding="JSONRPC", protocol_version="0.3", url=base_url + JSONRPC_PATH
+            ),
+            AgentInterface(
+                protocol_binding="HTTP+JSON", protocol_version="0.3", url=base_url + REST_PATH
+            ),
+        ],
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=False, extensions=[extension]
+        ),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id="behave",
+                name="Behave",
+                description="echo / slow / input / fail / reject, chosen by the first word",
+                tags=["test"],
+            )
+        ],
+    )
+
+
+def build_app(base_url: str, slow_timeout: float = 30.0) -> Starlette:
+    card = build_card(base_url)
+    waiters = SlowWaiters()
+    handler = DefaultRequestHandler(
+        agent_executor=BehaviourExecutor(waiters, slow_timeout),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        request_context_builder=FollowUpAwareContextBuilder(waiters),
+    )
+    return Starlette(
+        routes=[
+            *create_agent_card_routes(card, cache_control=CARD_CACHE_CONTROL),
+            *create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH, enable_v0_3_compat=True),
+            *create_rest_routes(handler, path_prefix=REST_PATH, enable_v0_3_compat=True),
+        ]
+    )
+
+
+class _ReadyServer(uvicorn.Server):
+    """A uvicorn server that announces ``READY <base_url>`` once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, base_url: str) -> None:
+        super().__init__(config)
+        self._base_url = base_url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:
+            sys.stdout.write(f"READY {self._base_url}\n")
+            sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1; 0 = any")
+    parser.add_argument("--slow-timeout", type=float, default=30.0, help="seconds, at most 30")
+    args = parser.parse_args(argv)
+    slow_timeout = min(max(float(args.slow_timeout), 0.1), 30.0)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", int(args.port)))
+    port = sock.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}"
+    config = uvicorn.Config(
+        build_app(base_url, slow_timeout),
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    server = _ReadyServer(config, base_url)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve(sockets=[sock]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

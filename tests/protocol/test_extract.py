@@ -1,0 +1,314 @@
+"""Response extraction from the observed wire bodies (reference/A2A-WIRE.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_a2a.protocol.extract import extract_response, extract_stream_payload
+from otel_a2a.protocol.model import (
+    A2AError,
+    A2ARequest,
+    Binding,
+    Operation,
+    ResponseFacts,
+    TaskReport,
+)
+from otel_a2a.protocol.states import StateReading, TaskState
+
+Op = Operation
+S = TaskState
+TID = "6ba9a812-6558-40a3-bd15-1af7274c4dd7"
+CID = "0eb7bdd4-58da-41dc-ab49-b5f776baa368"
+
+GET_V1 = A2ARequest(Op.GET_TASK, Binding.JSONRPC, "1.0", "GetTask", TID)
+GET_V03 = A2ARequest(Op.GET_TASK, Binding.JSONRPC, "0.3", "tasks/get", TID)
+SEND_V1 = A2ARequest(Op.SEND_MESSAGE, Binding.JSONRPC, "1.0", "SendMessage")
+SEND_V03 = A2ARequest(Op.SEND_MESSAGE, Binding.JSONRPC, "0.3", "message/send")
+REST_GET = A2ARequest(Op.GET_TASK, Binding.HTTP_JSON, "1.0", None, "t1")
+REST_GET_V03 = A2ARequest(Op.GET_TASK, Binding.HTTP_JSON, "0.3", None, "t1")
+REST_LIST = A2ARequest(Op.LIST_TASKS, Binding.HTTP_JSON, "1.0")
+
+# Observed raw GetTask (JSON-RPC, Python 1.3.0 server), verbatim.
+OBSERVED_GET_TASK = (
+    b'{"result":{"id":"6ba9a812-6558-40a3-bd15-1af7274c4dd7","contextId":"0eb7bdd4-58da-41dc-'
+    b'ab49-b5f776baa368","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-12-02T15:0'
+    b'0:13.167426Z"},"artifacts":[{"artifactId":"f778cf8c-5935-45bc-9d22-e67b138c33fe","name":'
+    b'"echo","parts":[{"text":"echo: hi"}]}],"history":[{"messageId":"m1","contextId":"0eb7bdd'
+    b'4-58da-41dc-ab49-b5f776baa368","taskId":"6ba9a812-6558-40a3-bd15-1af7274c4dd7","role":"R'
+    b'OLE_USER","parts":[{"text":"hi"}]}]},"id":2,"jsonrpc":"2.0"}'
+)
+
+
+def reading(raw: str, state: TaskState, exact: bool = True) -> StateReading:
+    return StateReading(raw, state, True, exact)
+
+
+def test_observed_get_task_v1() -> None:
+    facts = extract_response(GET_V1, 200, OBSERVED_GET_TASK)
+    assert facts == ResponseFacts(
+        reports=(TaskReport(TID, CID, reading("TASK_STATE_COMPLETED", S.COMPLETED), "task"),)
+    )
+
+
+def test_observed_get_task_js_v1() -> None:
+    body = (
+        b'{"jsonrpc":"2.0","id":2,"result":{"id":"da47","contextId":"fae6","status":{"state":'
+        b'"TASK_STATE_COMPLETED","timestamp":"2026-12-02T15:01:21.725Z"},"artifacts":[{"artifa'
+        b'ctId":"3a4b","name":"echo","parts":[{"text":"echo: hi","mediaType":"text/plain"}]}],'
+        b'"history":[{"role":"ROLE_USER","parts":[]}]}}'
+    )
+    facts = extract_response(GET_V1, 200, body)
+    assert facts.reports == (
+        TaskReport("da47", "fae6", reading("TASK_STATE_COMPLETED", S.COMPLETED), "task"),
+    )
+
+
+def test_v03_tasks_get_kind_task() -> None:
+    body = (
+        b'{"id":4,"jsonrpc":"2.0","result":{"id":"t4","contextId":"c4","kind":"task","status":'
+        b'{"state":"completed","timestamp":"2026-12-02T15:00:13Z"},"history":[{"kind":"message",'
+        b'"role":"user","parts":[{"kind":"text","text":"hi"}]}]}}'
+    )
+    facts = extract_response(GET_V03, 200, body)
+    assert facts.reports == (TaskReport("t4", "c4", reading("completed", S.COMPLETED), "task"),)
+
+
+def test_v03_state_spelled_v1_is_not_exact() -> None:
+    body = (
+        b'{"jsonrpc":"2.0","id":1,"result":{"id":"t","kind":"task","status":{"state":"Working"}}}'
+    )
+    (report,) = extract_response(GET_V03, 200, body).reports
+    assert report.state == StateReading("Working", S.WORKING, True, False)
+
+
+def test_send_message_v1_task_and_message() -> None:
+    body = (
+        b'{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"560b","contextId":"1706","status":'
+        b'{"state":"TASK_STATE_INPUT_REQUIRED"},"artifacts":[]}}}'
+    )
+    facts = extract_response(SEND_V1, 200, body)
+    assert facts.reports == (
+        TaskReport("560b", "1706", reading("TASK_STATE_INPUT_REQUIRED", S.INPUT_REQUIRED), "task"),
+    )
+    msg = b'{"jsonrpc":"2.0","id":1,"result":{"message":{"messageId":"m","role":"ROLE_AGENT"}}}'
+    assert extract_response(SEND_V1, 200, msg) == ResponseFacts(message_only=True)
+
+
+def test_send_message_v03_kinds() -> None:
+    msg = b'{"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"m","role":"agent"}}'
+    assert extract_response(SEND_V03, 200, msg).message_only
+    task = (
+        b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t","status":{"state":"submitted"}}}'
+    )
+    (report,) = extract_response(SEND_V03, 200, task).reports
+    assert report.state == reading("submitted", S.SUBMITTED)
+
+
+def test_rest_bodies() -> None:
+    body = b'{"id":"t1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}'
+    (report,) = extract_response(REST_GET, 200, body).reports
+    assert report == TaskReport("t1", "c", reading("TASK_STATE_COMPLETED", S.COMPLETED), "task")
+    send = A2ARequest(Op.SEND_MESSAGE, Binding.HTTP_JSON, "1.0")
+    body = b'{"task":{"id":"t1","status":{"state":"TASK_STATE_SUBMITTED"}}}'
+    assert extract_response(send, 200, body).reports[0].state == reading(
+        "TASK_STATE_SUBMITTED", S.SUBMITTED
+    )
+
+
+def test_rest_v03_python_compat_proto_names_are_exact() -> None:
+    body = b'{"id":"t1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}'
+    (report,) = extract_response(REST_GET_V03, 200, body).reports
+    assert report.state == reading("TASK_STATE_COMPLETED", S.COMPLETED)
+
+
+def test_list_tasks_page() -> None:
+    body = json.dumps(
+        {
+            "tasks": [
+                {"id": "a", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}},
+                {"id": "b", "status": {"state": "paused"}},
+                {"status": {"state": "TASK_STATE_WORKING"}},
+                "junk",
+            ],
+            "nextPageToken": "",
+            "pageSize": 50,
+            "totalSize": 2,
+        }
+    ).encode()
+    facts = extract_response(REST_LIST, 200, body)
+    assert facts.reports == (
+        TaskReport("a", "c", reading("TASK_STATE_WORKING", S.WORKING), "list-entry"),
+        TaskReport("b", None, StateReading("paused", S.UNKNOWN, False, False), "list-entry"),
+    )
+    assert extract_response(REST_LIST, 200, b'{"tasks":[],"nextPageToken":""}') == ResponseFacts()
+
+
+def test_missing_state_reads_unmapped() -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t","status":{}}}'
+    (report,) = extract_response(GET_V1, 200, body).reports
+    assert report.state == StateReading("", S.UNKNOWN, False, False)
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t","status":null,"kind":"task"}}'
+    (report,) = extract_response(GET_V1, 200, body).reports
+    assert report.state == StateReading("", S.UNKNOWN, False, False)
+
+
+def test_enum_number_state() -> None:
+    body = b'{"id":"t","status":{"state":3}}'
+    (report,) = extract_response(REST_GET, 200, body).reports
+    assert report.state == StateReading("3", S.COMPLETED, True, False)
+
+
+def test_jsonrpc_task_not_found_v1_error_info() -> None:
+    body = (
+        b'{"jsonrpc":"2.0","id":3,"error":{"code":-32001,"message":"Task not found","data":[{"@'
+        b'type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_FOUND","domain":"a'
+        b'2a-protocol.org","metadata":{}}]}}'
+    )
+    assert extract_response(GET_V1, 200, body) == ResponseFacts(
+        error=A2AError(-32001, "TASK_NOT_FOUND", True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "not_found"),
+    [
+        (-32001, "TASK_NOT_FOUND", True),
+        (-32004, "UNSUPPORTED_OPERATION", False),
+        (-32009, "VERSION_NOT_SUPPORTED", False),
+        (-32601, "METHOD_NOT_FOUND", False),
+        (-31999, None, False),
+    ],
+)
+def test_jsonrpc_error_code_table(code: int, reason: str | None, not_found: bool) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "x"}})
+    facts = extract_response(GET_V03, 200, body.encode())
+    assert facts.error == A2AError(code, reason, not_found)
+    assert facts.reports == ()
+
+
+def test_rest_status_errors() -> None:
+    body = (
+        b'{"error":{"code":404,"status":"NOT_FOUND","message":"Task not found","details":[{"@type'
+        b'":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_FOUND","domain":"a2a-p'
+        b'rotocol.org"}]}}'
+    )
+    assert extract_response(REST_GET, 404, body).error == A2AError(404, "TASK_NOT_FOUND", True)
+    bare = b'{"error":{"code":404,"status":"NOT_FOUND","message":"nope"}}'
+    assert extract_response(REST_GET, 404, bare).error == A2AError(404, "TASK_NOT_FOUND", True)
+    push = A2ARequest(Op.GET_PUSH_CONFIG, Binding.HTTP_JSON, "1.0", None, "t1")
+    assert extract_response(push, 404, bare).error == A2AError(404, None, False)
+    send_new = A2ARequest(Op.SEND_MESSAGE, Binding.HTTP_JSON, "1.0")
+    assert extract_response(send_new, 404, bare).error == A2AError(404, None, False)
+    failed = (
+        b'{"error":{"code":400,"status":"FAILED_PRECONDITION",'
+        b'"details":[{"reason":"UNSUPPORTED_OPERATION"}]}}'
+    )
+    assert extract_response(REST_GET, 400, failed).error == A2AError(
+        400, "UNSUPPORTED_OPERATION", False
+    )
+
+
+def test_http_error_without_a2a_body() -> None:
+    facts = extract_response(REST_GET, 404, b"<html>Not Found</html>")
+    assert facts == ResponseFacts(error=A2AError(404, None, False), recognized=False)
+    assert extract_response(REST_GET, 502, b"").error == A2AError(502, None, False)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"null", b"[]", b"{}", b'{"result":null,"jsonrpc":"2.0"}', b"\xff", b'{"id":"t"}'],
+)
+def test_unrecognized_bodies(body: bytes) -> None:
+    assert extract_response(GET_V1, 200, body).recognized is False
+
+
+def test_non_task_results_are_understood_and_empty() -> None:
+    card = A2ARequest(Op.GET_EXTENDED_AGENT_CARD, Binding.JSONRPC, "1.0", "GetExtendedAgentCard")
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"name":"x","supportedInterfaces":[]}}'
+    assert extract_response(card, 200, body) == ResponseFacts()
+
+
+def test_stream_payloads() -> None:
+    req = A2ARequest(Op.SEND_STREAMING_MESSAGE, Binding.JSONRPC, "1.0", "SendStreamingMessage")
+    facts = extract_stream_payload(
+        req,
+        {"result": {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {}}}, "id": 7},
+    )
+    assert facts.reports == (TaskReport("t", "c", None, "artifact-update"),)
+    facts = extract_stream_payload(req, {"statusUpdate": {"taskId": "t", "status": {"state": "x"}}})
+    assert facts.reports == (
+        TaskReport("t", None, StateReading("x", S.UNKNOWN, False, False), "status-update"),
+    )
+    assert extract_stream_payload(req, "nope").recognized is False
+    assert extract_stream_payload(req, {"result": {"kind": "weird"}}).recognized is False
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "taskId",
+                    "contextId",
+                    "status",
+                    "state",
+                    "task",
+                    "kind",
+                    "result",
+                    "error",
+                    "tasks",
+                    "message",
+                    "statusUpdate",
+                    "artifactUpdate",
+                    "code",
+                    "data",
+                    "details",
+                    "reason",
+                    "jsonrpc",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=25,
+)
+REQUESTS = st.sampled_from([GET_V1, GET_V03, SEND_V1, SEND_V03, REST_GET, REST_LIST])
+
+
+@settings(max_examples=300, deadline=None)
+@given(REQUESTS, st.integers(min_value=0, max_value=999), JSON)
+def test_extract_any_json_never_raises(req: A2ARequest, status: int, doc: object) -> None:
+    facts = extract_response(req, status, json.dumps(doc).encode())
+    assert isinstance(facts, ResponseFacts)
+    for report in facts.reports:
+        assert isinstance(report.task_id, str) and report.task_id
+    assert isinstance(extract_stream_payload(req, doc), ResponseFacts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(REQUESTS, st.integers(), st.binary(max_size=300))
+def test_extract_any_bytes_never_raises(req: A2ARequest, status: int, body: bytes) -> None:
+    assert isinstance(extract_response(req, status, body), ResponseFacts)
+
+
+def test_deeply_nested_response() -> None:
+    body = b'{"result":{"id":"t","status":{"state":"TASK_STATE_WORKING"},"history":'
+    body += b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    facts = extract_response(GET_V1, 200, body)
+    assert facts.recognized is False  # beyond the parser's nesting limit: not guessed
+
+
+def test_js_v03_rest_bare_error_object() -> None:
+    body = b'{"code":-32001,"message":"Task not found: d52f623a-57f8-4ed9-882d-a4293d3c41a0"}'
+    assert extract_response(REST_GET_V03, 404, body) == ResponseFacts(
+        error=A2AError(-32001, "TASK_NOT_FOUND", True)
+    )

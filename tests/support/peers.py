@@ -1,0 +1,259 @@
+"""Start and stop the real A2A test peers as subprocesses.
+
+Two peers with the same behaviour (see ``tests/peers/python_peer.py``):
+
+- ``"python"``: a2a-sdk 1.3 (``tests/peers/python_peer.py``), run with this interpreter;
+- ``"node"``: @a2a-js/sdk 1.3.0 (``otel_a2a/demo/node/echo_peer.mjs``), run with ``node``.
+
+Both listen on 127.0.0.1 on a free port chosen at run time and print ``READY <base_url>`` once
+they accept connections. Nothing is written to disk: stdout and stderr are read through pipes
+(stderr kept in a bounded buffer for error messages).
+
+    with running_peer("python") as peer:
+        httpx.get(peer.base_url + "/.well-known/agent-card.json")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Literal
+
+Runtime = Literal["python", "node"]
+RUNTIMES: tuple[Runtime, ...] = ("python", "node")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PYTHON_PEER = REPO_ROOT / "tests" / "peers" / "python_peer.py"
+NODE_DIR = REPO_ROOT / "otel_a2a" / "demo" / "node"
+NODE_PEER = NODE_DIR / "echo_peer.mjs"
+
+DEFAULT_READY_TIMEOUT = 30.0
+_STDERR_LINES = 400
+_EOF = object()
+
+
+class PeerStartError(RuntimeError):
+    """A peer did not print its READY line before the deadline (or exited first)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, release)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def node_unavailable_reason() -> str | None:
+    """Why the Node peer cannot run here, or ``None`` when it can."""
+    if shutil.which("node") is None:
+        return "the `node` executable is not on PATH"
+    if not (NODE_DIR / "node_modules" / "@a2a-js" / "sdk" / "package.json").is_file():
+        return (
+            f"{NODE_DIR / 'node_modules'} is missing: run `npm ci` in {NODE_DIR} (or `make setup`)"
+        )
+    if not (NODE_DIR / "node_modules" / "express" / "package.json").is_file():
+        return f"express is missing from {NODE_DIR / 'node_modules'}: run `npm ci` there"
+    return None
+
+
+def peer_command(runtime: Runtime, port: int, slow_timeout: float | None = None) -> list[str]:
+    """The argv that starts ``runtime``'s peer on ``port``."""
+    extra = [] if slow_timeout is None else ["--slow-timeout", str(slow_timeout)]
+    if runtime == "python":
+        return [sys.executable, str(PYTHON_PEER), "--port", str(port), *extra]
+    if runtime == "node":
+        node = shutil.which("node") or "node"
+        return [node, str(NODE_PEER), "--port", str(port), *extra]
+    raise ValueError(f"unknown peer runtime {runtime!r}")
+
+
+def _pump(stream: IO[bytes], sink: queue.Queue[object] | None, keep: deque[str] | None) -> None:
+    """Read ``stream`` line by line until EOF, into a queue or a bounded buffer."""
+    try:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if sink is not None:
+                sink.put(line)
+            if keep is not None:
+                keep.append(line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        if sink is not None:
+            sink.put(_EOF)
+
+
+@dataclass
+class RunningPeer:
+    """A started peer. ``base_url`` is ``http://127.0.0.1:<port>`` (no trailing slash)."""
+
+    runtime: Runtime
+    base_url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    _stderr: deque[str] = field(default_factory=lambda: deque(maxlen=_STDERR_LINES))
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    @property
+    def card_url(self) -> str:
+        return self.base_url + "/.well-known/agent-card.json"
+
+    @property
+    def jsonrpc_url(self) -> str:
+        return self.base_url + "/a2a/jsonrpc"
+
+    @property
+    def rest_url(self) -> str:
+        return self.base_url + "/a2a/rest"
+
+    def stderr_text(self) -> str:
+        """The last lines the peer wrote on stderr."""
+        return "\n".join(self._stderr)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM, wait up to ``timeout`` s, then SIGKILL. Returns the exit code."""
+        _terminate(self.process, timeout)
+        for thread in self._threads:
+            thread.join(timeout=1.0)
+        return self.process.returncode
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait(timeout=timeout)
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _start_once(
+    runtime: Runtime,
+    port: int,
+    ready_timeout: float,
+    slow_timeout: float | None,
+    env: Mapping[str, str] | None,
+) -> RunningPeer:
+    child_env = dict(os.environ if env is None else env)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    process = subprocess.Popen(
+        peer_command(runtime, port, slow_timeout),
+        cwd=str(NODE_DIR if runtime == "node" else REPO_ROOT),
+        env=child_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    lines: queue.Queue[object] = queue.Queue()
+    stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+    threads = [
+        threading.Thread(
+            target=_pump, args=(process.stdout, lines, None), name=f"{runtime}-peer-stdout"
+        ),
+        threading.Thread(
+            target=_pump, args=(process.stderr, None, stderr), name=f"{runtime}-peer-stderr"
+        ),
+    ]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+
+    deadline = time.monotonic() + ready_timeout
+    seen: list[str] = []
+    while True:
+        remaining = deadline - time.monotonic()
+        item: object = None
+        if remaining > 0:
+            with contextlib.suppress(queue.Empty):
+                item = lines.get(timeout=remaining)
+        if isinstance(item, str):
+            seen.append(item)
+            if item.startswith("READY "):
+                base_url = item.split(" ", 1)[1].strip().rstrip("/")
+                return RunningPeer(runtime, base_url, port, process, stderr, threads)
+            continue
+        # EOF (the peer exited) or the deadline passed
+        why = "exited before READY" if item is _EOF else f"no READY within {ready_timeout:.0f} s"
+        _terminate(process, 2.0)
+        for thread in threads:
+            thread.join(timeout=1.0)
+        raise PeerStartError(
+            f"{runtime} peer on port {port} {why} (exit code {process.returncode});\n"
+            f"stdout: {seen!r}\nstderr:\n" + "\n".join(stderr)
+        )
+
+
+def start_peer(
+    runtime: Runtime,
+    *,
+    port: int | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    slow_timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RunningPeer:
+    """Start ``runtime``'s peer and wait for its READY line.
+
+    ``port=None`` picks a free port (bind to 0 first); if another process grabs it before the
+    peer binds, a fresh port is tried (three attempts). ``slow_timeout`` bounds the wait of
+    ``slow`` tasks (peer default 30 s). Raises ``PeerStartError`` with the peer's stderr.
+    """
+    if runtime == "node":
+        reason = node_unavailable_reason()
+        if reason is not None:
+            raise PeerStartError(f"node peer unavailable: {reason}")
+    attempts = 1 if port is not None else 3
+    last: PeerStartError | None = None
+    for _ in range(attempts):
+        chosen = port if port is not None else free_port()
+        try:
+            return _start_once(runtime, chosen, ready_timeout, slow_timeout, env)
+        except PeerStartError as exc:
+            last = exc
+            text = str(exc).lower()
+            if "address already in use" not in text and "eaddrinuse" not in text:
+                raise
+    assert last is not None
+    raise last
+
+
+@contextlib.contextmanager
+def running_peer(
+    runtime: Runtime,
+    *,
+    port: int | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    slow_timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[RunningPeer]:
+    """``start_peer`` as a context manager that always stops the peer."""
+    peer = start_peer(
+        runtime, port=port, ready_timeout=ready_timeout, slow_timeout=slow_timeout, env=env
+    )
+    try:
+        yield peer
+    finally:
+        peer.stop()

@@ -1,0 +1,99 @@
+"""Both real peers start, serve their card with caching headers, and answer A2A calls."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.peers import RunningPeer, running_peer
+
+HEARTBEAT = {"uri": "urn:otel-a2a:heartbeat:v1", "params": {"intervalSeconds": 30}}
+
+
+def _check_card(base_url: str) -> None:
+    with httpx.Client(timeout=10.0) as client:
+        first = client.get(base_url + "/.well-known/agent-card.json")
+        assert first.status_code == 200
+        assert first.headers["content-type"].startswith("application/json")
+        assert first.headers["cache-control"] == "public, max-age=300"
+        etag = first.headers["etag"]
+        assert etag.startswith('W/"')
+        card = first.json()
+        urls = {i["url"] for i in card["supportedInterfaces"]}
+        assert urls == {base_url + "/a2a/jsonrpc", base_url + "/a2a/rest"}
+        versions = {
+            (i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+        }
+        assert ("JSONRPC", "1.0") in versions and ("HTTP+JSON", "1.0") in versions
+        assert card["capabilities"]["streaming"] is True
+        (ext,) = [e for e in card["capabilities"]["extensions"] if e["uri"] == HEARTBEAT["uri"]]
+        assert ext["params"]["intervalSeconds"] == 30
+
+        again = client.get(
+            base_url + "/.well-known/agent-card.json", headers={"If-None-Match": etag}
+        )
+        assert again.status_code == 304
+        assert again.content == b""
+
+
+def _send(base_url: str, text: str) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
+        },
+    }
+    response = httpx.post(
+        base_url + "/a2a/jsonrpc",
+        content=json.dumps(body),
+        headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
+        timeout=10.0,
+    )
+    assert response.status_code == 200
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+def test_python_peer_serves_card(python_peer: str) -> None:
+    _check_card(python_peer)
+
+
+@pytest.mark.node
+def test_node_peer_serves_card(node_peer: str) -> None:
+    _check_card(node_peer)
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("echo hi", "TASK_STATE_COMPLETED"),
+        ("input more", "TASK_STATE_INPUT_REQUIRED"),
+        ("fail", "TASK_STATE_FAILED"),
+        ("reject", "TASK_STATE_REJECTED"),
+    ],
+)
+@pytest.mark.parametrize("runtime", ["python", pytest.param("node", marks=pytest.mark.node)])
+def test_behaviour_follows_text(
+    runtime: str, text: str, state: str, request: pytest.FixtureRequest
+) -> None:
+    base_url: str = request.getfixturevalue(f"{runtime}_peer")
+    task = _send(base_url, text)["task"]
+    assert task["status"]["state"] == state
+
+
+def test_running_peer_stops_cleanly() -> None:
+    with running_peer("python", slow_timeout=5) as peer:
+        assert isinstance(peer, RunningPeer) and peer.alive()
+        assert httpx.get(peer.card_url, timeout=10.0).status_code == 200
+    assert not peer.alive()
+    assert peer.process.returncode is not None
