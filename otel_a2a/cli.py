@@ -1,0 +1,115 @@
+"""The ``otel-a2a`` command (DESIGN §7).
+
+    otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
+                  [--binding JSONRPC|HTTP+JSON] [--no-streaming] [--real-timings]
+                  [--heartbeat S] [--keep]
+
+Each subcommand registers itself through one ``_add_<name>`` function below that builds its
+parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    # imported here so that other subcommands do not pay for the demo's imports
+    from otel_a2a.demo.scenario import ScenarioConfig, Timings, main
+
+    timings = Timings.real() if args.real_timings else Timings.scaled(args.heartbeat)
+    config = ScenarioConfig(
+        variant=args.variant,
+        binding=args.binding,
+        streaming=args.streaming,
+        timings=timings,
+        keep_dir=args.keep,
+    )
+    return main(config, quiet=args.quiet)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from otel_a2a.demo.scenario import BINDINGS, VARIANTS
+
+    p = sub.add_parser(
+        "demo",
+        help="run the seeded incident end to end on loopback",
+        description=(
+            "Start a Node @a2a-js/sdk worker (durable file task store), a Python gateway and a "
+            "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
+            "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
+            "the detector behaved as specified. Spans go to the console (and to OTLP when "
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set); metrics are served for Prometheus."
+        ),
+    )
+    p.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        default="restart",
+        help="restart: worker restarted mid-task; forget: it comes back with an empty store; "
+        "spelling: the gateway spells states 'Working'; both: restart + spelling; redeploy: "
+        "the card changes; healthy: no fault (default: restart)",
+    )
+    p.add_argument("--binding", choices=BINDINGS, default="JSONRPC", help="default: JSONRPC")
+    p.add_argument(
+        "--streaming",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stream the job (default) or poll it with GetTask",
+    )
+    p.add_argument(
+        "--real-timings",
+        action="store_true",
+        help="the seed's values: heartbeat 30 s, card TTL 300 s (a run takes minutes)",
+    )
+    p.add_argument(
+        "--heartbeat",
+        type=_positive,
+        default=1.5,
+        help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
+    p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
+    p.set_defaults(handler=_run_demo)
+
+
+# check-card, analyze and detector register here (see the module docstring).
+_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_demo,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="otel-a2a",
+        description="Detect silent task-state divergence between A2A agents (OpenTelemetry).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""End to end: the seeded incident over real processes (issue 5 §3, DESIGN §8).
+
+Each test runs one variant of ``otel_a2a.demo.scenario`` (the runner behind ``otel-a2a demo``):
+a Node ``@a2a-js/sdk`` worker with a durable file store, the Python gateway, and a Python
+a2a-sdk orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in
+a temporary folder. The assertions read what the orchestrator exported: its console spans and
+its Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from otel_a2a.demo.scenario import (
+    ScenarioConfig,
+    ScenarioResult,
+    Timings,
+    decision_spans,
+    node_problem,
+    parse_time,
+    render,
+    run_scenario,
+    span_reasons,
+)
+
+pytestmark = pytest.mark.node
+
+TIMINGS = Timings.scaled(heartbeat=1.0)
+BINDINGS = ["JSONRPC", "HTTP+JSON"]
+
+
+def _run(variant: str, binding: str = "JSONRPC") -> ScenarioResult:
+    problem = node_problem()
+    if problem is not None:
+        if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+            pytest.fail(f"CI=true but the Node worker cannot run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    result = run_scenario(ScenarioConfig(variant=variant, binding=binding, timings=TIMINGS))
+    _assert_cleaned_up(result)
+    return result
+
+
+def _report(result: ScenarioResult) -> str:
+    out = io.StringIO()
+    render(result, out)
+    for name, text in result.logs.items():
+        out.write(f"--- {name} stderr ---\n{text}\n")
+    return out.getvalue()
+
+
+def _assert_cleaned_up(result: ScenarioResult) -> None:
+    assert not Path(result.workdir).exists(), "the temporary folder was left behind"
+    for pid in result.pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _assert_ok(result: ScenarioResult) -> None:
+    failed = [c for c in result.checks if not c.passed]
+    assert result.ok and not failed, _report(result)
+
+
+def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str]]:
+    assert result.restart_at is not None
+    after = [
+        s
+        for s in decision_spans(result.spans)
+        if (parse_time(s.get("start_time")) or 0.0) >= result.restart_at
+    ]
+    assert after, "no liveness decision after the restart\n" + _report(result)
+    return str(after[0].get("name")), span_reasons(after[0])
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_restart_first_decision_diverges_and_stale_rises(binding: str) -> None:
+    result = _run("restart", binding)
+    _assert_ok(result)
+    name, reasons = _first_decision_after_restart(result)
+    assert reasons[:1] in (["heartbeat_gap"], ["terminal_state"]), (name, reasons)
+    assert result.stale_at is not None and result.restart_at is not None
+    assert result.stale_at - result.restart_at <= TIMINGS.heartbeat + TIMINGS.export_interval
+    # the detector beat the uninstrumented baseline, which waited for its own timeout
+    assert result.detected_at is not None
+    assert result.baseline_at is None or result.detected_at < result.baseline_at
+
+
+def test_forgetting_worker_raises_task_lost() -> None:
+    result = _run("forget")
+    _assert_ok(result)
+    assert "task_lost" in result.reasons(), _report(result)
+
+
+def test_respelled_state_raises_non_canonical_state_on_its_observation() -> None:
+    result = _run("spelling")
+    _assert_ok(result)
+    carriers = [
+        d
+        for d in result.divergences
+        if d.reason == "non_canonical_state"
+        and d.span_attributes.get("a2a.task.state.raw") in {"Working", "Submitted", "Canceled"}
+    ]
+    assert carriers, _report(result)
+    assert all(d.span.startswith("A2A ") for d in carriers)
+
+
+def test_redeploy_with_a_new_card_raises_etag_changed() -> None:
+    result = _run("redeploy")
+    _assert_ok(result)
+    _, reasons = _first_decision_after_restart(result)
+    assert reasons[:1] == ["etag_changed"], _report(result)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_healthy_run_has_no_divergence_and_counts_redundant_polls(binding: str) -> None:
+    result = _run("healthy", binding)
+    _assert_ok(result)
+    assert result.divergences == [], _report(result)
+    assert result.metric("a2a_divergence_total") == 0
+    assert result.metric("a2a_task_get_redundant_total") > 0
+    assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
