@@ -1,0 +1,45 @@
+"""A plain a2a-sdk client: no otel_a2a import, no OpenTelemetry code.
+
+Fetches the card, sends ``echo hi``, reads the task back, then sends a follow-up to a task
+this process never observed (a liveness decision without an observation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
+
+
+async def main(base: str) -> None:
+    async with httpx.AsyncClient() as http:
+        card = await A2ACardResolver(http, base).get_agent_card()
+    client = await create_client(card, client_config=ClientConfig(streaming=False))
+    message = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="echo hi")]
+    )
+    task_id = ""
+    async for event in client.send_message(SendMessageRequest(message=message)):
+        if event.WhichOneof("payload") == "task":
+            task_id = event.task.id
+    task = await client.get_task(GetTaskRequest(id=task_id))
+    print("TASK", task.id, task.status.state, flush=True)
+    stray = Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_USER,
+        task_id="never-seen",
+        parts=[Part(text="echo again")],
+    )
+    try:
+        async for _ in client.send_message(SendMessageRequest(message=stray)):
+            pass
+    except Exception as exc:  # the peer rejects an unknown task; we only care about the decision
+        print("FOLLOW-UP", type(exc).__name__, flush=True)
+    await client.close()
+
+
+asyncio.run(main(sys.argv[1]))

@@ -1,0 +1,132 @@
+"""``OTEL_A2A_ENABLED=true`` instruments an unmodified process (fresh interpreters only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).with_name("plain_client.py")
+BIN = Path(sys.executable).parent
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_METRICS_EXPORTER="console",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_SERVICE_NAME="plain-client",
+        OTEL_INSTRUMENTATION_A2A_SDK_ENABLED="false",
+        **extra,
+    )
+    return env
+
+
+def _documents(text: str) -> list[dict[str, Any]]:
+    """The console exporters print concatenated JSON documents between other lines."""
+    decoder, docs, i = json.JSONDecoder(), [], 0
+    while (i := text.find("{", i)) != -1:
+        try:
+            doc, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i += 1
+            continue
+        docs.append(doc)
+        i = end
+    return docs
+
+
+def _metric_sum(docs: list[dict[str, Any]], name: str, **attrs: str) -> float:
+    total = 0.0
+    for doc in docs:
+        for rm in doc.get("resource_metrics", []):
+            for sm in rm["scope_metrics"]:
+                for metric in sm["metrics"]:
+                    if metric["name"] != name:
+                        continue
+                    for point in metric["data"]["data_points"]:
+                        if all(point["attributes"].get(k) == v for k, v in attrs.items()):
+                            total += point.get("value", point.get("count", 0))
+    return total
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_enabled_variable_alone_instruments_a_plain_a2a_client(python_peer: str) -> None:
+    done = _run([sys.executable, str(SCRIPT), python_peer], _env(OTEL_A2A_ENABLED="true"))
+    assert done.returncode == 0, done.stderr
+    assert "TASK" in done.stdout
+    docs = _documents(done.stdout)
+    spans = {d["name"]: d for d in docs if "name" in d and "context" in d}
+    assert {"A2A GetAgentCard", "A2A SendMessage", "A2A GetTask"} <= set(spans)
+    get_task = spans["A2A GetTask"]["attributes"]
+    assert get_task["a2a.task.state"] == "completed"
+    assert get_task["a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
+    assert spans["A2A GetAgentCard"]["attributes"]["a2a.card.etag"].startswith('W/"')
+    assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
+    assert _metric_sum(docs, "a2a.liveness.decisions", **{"a2a.decision.outcome": "divergent"}) == 1
+    assert "Error" not in done.stderr, done.stderr
+
+
+def test_unset_variable_leaves_the_process_alone(python_peer: str) -> None:
+    done = _run([sys.executable, str(SCRIPT), python_peer], _env())
+    assert done.returncode == 0, done.stderr
+    assert not any(d.get("name", "").startswith("A2A ") for d in _documents(done.stdout))
+    probe = _run([sys.executable, "-c", "import sys; print('otel_a2a' in sys.modules)"], _env())
+    assert probe.stdout.strip() == "False"
+
+
+def test_pth_is_installed_and_idempotent() -> None:
+    site = Path(sysconfig.get_paths()["purelib"])
+    line = (site / "otel_a2a.pth").read_text().strip()
+    assert line.startswith("import os;") and "OTEL_A2A_ENABLED" in line
+    assert (site / "otel_a2a.start").read_text().strip() == "otel_a2a._autoload:run"
+    code = (
+        "import site, sys, httpx; site.addsitedir(sys.argv[1]); site.addsitedir(sys.argv[1]);"
+        "import otel_a2a._autoload as a; a.run(); print(hasattr(httpx.Client.send, '__wrapped__'))"
+    )
+    done = _run([sys.executable, "-c", code, str(site)], _env(OTEL_A2A_ENABLED="true"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+    assert "already instrumented" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("OTEL_A2A_DEFAULT_HEARTBEAT", "soon"),
+        ("OTEL_A2A_MAX_TRACKED_TASKS", "-3"),
+        ("OTEL_A2A_MODE", "strict"),
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "host=abc"),
+    ],
+)
+def test_bad_configuration_warns_once_and_never_breaks_start(
+    python_peer: str, name: str, value: str
+) -> None:
+    done = _run(
+        [sys.executable, str(SCRIPT), python_peer], _env(OTEL_A2A_ENABLED="true", **{name: value})
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(name) == 1, done.stderr
+    assert any(d.get("name") == "A2A GetTask" for d in _documents(done.stdout))
+
+
+def test_entry_point_under_opentelemetry_instrument(python_peer: str) -> None:
+    for enabled in ("false", "true"):  # both: the .pth must leave the work to the entry point
+        done = _run(
+            [str(BIN / "opentelemetry-instrument"), sys.executable, str(SCRIPT), python_peer],
+            _env(OTEL_A2A_ENABLED=enabled),
+        )
+        assert done.returncode == 0, done.stderr
+        names = [d.get("name") for d in _documents(done.stdout)]
+        assert names.count("A2A GetTask") == 1, names
+        assert "already instrumented" not in done.stderr

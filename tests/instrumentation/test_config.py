@@ -1,0 +1,58 @@
+"""``OTEL_A2A_*`` parsing: every bad value warns once, naming the variable, and falls back."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from otel_a2a.instrumentation.config import Settings, load_settings
+
+
+def test_defaults() -> None:
+    assert load_settings({}) == Settings()
+    assert Settings().max_body_bytes == 4 * 1024 * 1024
+    assert Settings().max_tracked_tasks == 100_000
+    assert Settings().default_heartbeat == 30.0
+
+
+def test_good_values() -> None:
+    settings = load_settings(
+        {
+            "OTEL_A2A_ENABLED": "TRUE",
+            "OTEL_A2A_MODE": "enforce",
+            "OTEL_A2A_DEFAULT_HEARTBEAT": "2.5",
+            "OTEL_A2A_HEARTBEAT_OVERRIDES": "Worker.internal:8080=5, gateway=0.5",
+            "OTEL_A2A_MAX_TRACKED_TASKS": "10",
+            "OTEL_A2A_MAX_BODY_BYTES": "1024",
+        }
+    )
+    assert settings.enabled and settings.enforce
+    assert settings.default_heartbeat == 2.5
+    assert dict(settings.heartbeat_overrides) == {"worker.internal:8080": 5.0, "gateway": 0.5}
+    assert (settings.max_tracked_tasks, settings.max_body_bytes) == (10, 1024)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "field", "default"),
+    [
+        ("OTEL_A2A_ENABLED", "maybe", "enabled", False),
+        ("OTEL_A2A_MODE", "strict", "enforce", False),
+        ("OTEL_A2A_DEFAULT_HEARTBEAT", "-1", "default_heartbeat", 30.0),
+        ("OTEL_A2A_DEFAULT_HEARTBEAT", "nan", "default_heartbeat", 30.0),
+        ("OTEL_A2A_DEFAULT_HEARTBEAT", "inf", "default_heartbeat", 30.0),
+        ("OTEL_A2A_MAX_TRACKED_TASKS", "1e5", "max_tracked_tasks", 100_000),
+        ("OTEL_A2A_MAX_TRACKED_TASKS", "0", "max_tracked_tasks", 100_000),
+        ("OTEL_A2A_MAX_BODY_BYTES", "lots", "max_body_bytes", 4 * 1024 * 1024),
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "a=1,b", "heartbeat_overrides", {}),
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "=3", "heartbeat_overrides", {}),
+    ],
+)
+def test_bad_value_warns_once_and_uses_default(
+    caplog: pytest.LogCaptureFixture, name: str, value: str, field: str, default: object
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        settings = load_settings({name: value})
+    assert getattr(settings, field) == default
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and name in warnings[0], warnings

@@ -1,0 +1,115 @@
+"""Explicit liveness decisions: ``liveness_decision``, enforce mode, and the span processor."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_a2a import DivergenceReason, TaskStateDivergenceError, liveness_decision
+from otel_a2a.instrumentation import DivergenceSpanProcessor
+from tests.instrumentation.conftest import FakeAgent, Harness, divergences, make_harness
+
+
+@pytest.fixture
+def enforcing(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    monkeypatch.setenv("OTEL_A2A_MODE", "enforce")
+    harness, instrumentor = make_harness()
+    try:
+        yield harness
+    finally:
+        instrumentor.uninstrument()
+
+
+def test_observe_mode_reports_and_runs_the_block(otel: Harness) -> None:
+    ran = []
+    with liveness_decision("t-unknown") as decision:
+        ran.append(True)
+    assert ran == [True]
+    assert decision.verdict is not None
+    assert decision.verdict.reason is DivergenceReason.NO_OBSERVATION
+    span = otel.span("A2A liveness_decision")
+    assert divergences(span) == ["no_observation"]
+    attrs = dict(span.attributes or {})
+    assert attrs["a2a.liveness.decision"] is True
+    assert attrs["a2a.decision.assumed_state"] == "working"
+    assert otel.total("a2a.divergence", a2a__operation="liveness_decision") == 1
+
+
+def test_enforce_raises_before_the_block(enforcing: Harness) -> None:
+    ran = []
+    with pytest.raises(TaskStateDivergenceError) as info, liveness_decision("t-unknown"):
+        ran.append(True)
+    assert ran == []
+    assert info.value.reason is DivergenceReason.NO_OBSERVATION
+    assert len(enforcing.spans("A2A liveness_decision")) == 1
+
+
+def test_enforce_lets_an_authoritative_decision_through(enforcing: Harness) -> None:
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+
+    @liveness_decision("t1")
+    def act() -> str:
+        return "acted"
+
+    assert act() == "acted"
+    assert divergences(enforcing.span("A2A liveness_decision")) == []
+    assert enforcing.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+
+
+def test_async_decorator(enforcing: Harness) -> None:
+    @liveness_decision("t-missing", assumed_state="input-required")
+    async def act() -> str:
+        return "acted"
+
+    with pytest.raises(TaskStateDivergenceError):
+        asyncio.run(act())
+
+
+def test_processor_judges_foreign_spans_while_live(otel: Harness) -> None:
+    tracer = otel.tracer_provider.get_tracer("my.orchestrator")
+    with tracer.start_as_current_span(
+        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+    ):
+        pass
+    span = otel.span("wait_on_task")
+    assert divergences(span) == ["no_observation"]
+    # ordinary spans are left alone
+    with tracer.start_as_current_span("unrelated", attributes={"a2a.task.id": "tX"}):
+        pass
+    assert divergences(otel.span("unrelated")) == []
+    assert otel.total("a2a.liveness.decisions") == 1
+
+
+def test_processor_turns_foreign_states_into_observations(otel: Harness) -> None:
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    with tracer.start_as_current_span(
+        "server", attributes={"a2a.task.id": "tY", "a2a.task.state.raw": "Working"}
+    ):
+        pass
+    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    with liveness_decision("tY"):
+        pass
+    assert divergences(otel.span("A2A liveness_decision")) == []
+
+
+def test_processor_added_once_to_the_provider_in_use(otel: Harness) -> None:
+    processors = otel.tracer_provider._active_span_processor._span_processors
+    assert sum(isinstance(p, DivergenceSpanProcessor) for p in processors) == 1
+
+
+def test_without_instrumentation_the_block_just_runs() -> None:
+    with liveness_decision("t1") as decision:
+        pass
+    assert decision.verdict is None
+    provider = TracerProvider()
+    provider.add_span_processor(DivergenceSpanProcessor())  # inert without a runtime
+    with provider.get_tracer("x").start_as_current_span(
+        "s", attributes={"a2a.liveness.decision": True, "a2a.task.id": "t"}
+    ):
+        pass
