@@ -3,6 +3,7 @@
     otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
                   [--binding JSONRPC|HTTP+JSON] [--no-streaming] [--real-timings]
                   [--heartbeat S] [--keep]
+    otel-a2a check-card URL
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
 parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.
@@ -84,9 +85,32 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=_run_demo)
 
 
-# check-card, analyze and detector register here (see the module docstring).
+def _run_check_card(args: argparse.Namespace) -> int:
+    from otel_a2a.check_card import check_card, render
+
+    report = check_card(args.url)
+    print(render(report))
+    return report.exit_code
+
+
+def _add_check_card(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "check-card",
+        help="fetch an agent card and report etag, caching, heartbeat and spec problems",
+        description=(
+            "Fetch URL (an agent base URL or the card URL itself), revalidate it with "
+            "If-None-Match and report version, interfaces, etag, caching headers, heartbeat "
+            "source and spec problems. Exit code 0: no errors; 1: errors; 2: no usable card."
+        ),
+    )
+    p.add_argument("url")
+    p.set_defaults(handler=_run_check_card)
+
+
+# analyze and detector register here (see the module docstring).
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_demo,
+    _add_check_card,
 ]
 
 

@@ -1,0 +1,164 @@
+"""``otel-a2a check-card URL``: what the invariant will make of an agent's card.
+
+Fetches the well-known card, revalidates it with ``If-None-Match``, and reports the version,
+interfaces, etag (and where it came from), caching headers, heartbeat (and its source) and the
+spec problems that matter to state tracking. Errors break a MUST of A2A v1.0; warnings break a
+SHOULD (spec §8.6 caching) or leave otel-a2a guessing (no heartbeat).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from otel_a2a.protocol import CardInfo, parse_card
+
+WELL_KNOWN = "/.well-known/agent-card.json"
+_REQUIRED_V1 = (
+    "name",
+    "description",
+    "supportedInterfaces",
+    "version",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
+)
+_BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
+
+
+@dataclass
+class CardReport:
+    url: str
+    status: int | None = None
+    card: CardInfo | None = None
+    cache_control: str | None = None
+    revalidation: str = "not tried"
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.card is None else (1 if self.errors else 0)
+
+
+def card_url(url: str) -> str:
+    """An agent base URL or a card URL, as the card URL."""
+    return url if url.rstrip("/").endswith((".json",)) else url.rstrip("/") + WELL_KNOWN
+
+
+def _problems(doc: dict[str, Any], report: CardReport, etag_header: str | None) -> None:
+    if "supportedInterfaces" not in doc and "url" in doc:
+        report.warnings.append(
+            "v0.3-style card (no supportedInterfaces): a v1.0 client may not find an interface"
+        )
+    else:
+        missing = [key for key in _REQUIRED_V1 if key not in doc]
+        if missing:
+            report.errors.append("missing required v1.0 fields: " + ", ".join(missing))
+    for i, entry in enumerate(doc.get("supportedInterfaces") or []):
+        if not isinstance(entry, dict):
+            report.errors.append(f"supportedInterfaces[{i}] is not an object")
+            continue
+        for key in ("url", "protocolBinding", "protocolVersion"):
+            if not entry.get(key):
+                report.errors.append(f"supportedInterfaces[{i}].{key} is required")
+        url = entry.get("url")
+        if isinstance(url, str) and not urlsplit(url).netloc:
+            report.errors.append(f"supportedInterfaces[{i}].url is not absolute: {url!r}")
+        binding = entry.get("protocolBinding")
+        if isinstance(binding, str) and binding not in _BINDINGS and ":" not in binding:
+            report.warnings.append(
+                f"supportedInterfaces[{i}].protocolBinding {binding!r} is "
+                "neither standard nor a URI"
+            )
+    if etag_header is None:
+        report.warnings.append(
+            "no ETag header (spec §8.6 SHOULD): otel-a2a hashes the card "
+            "(JCS), so any byte of change counts as a redeploy"
+        )
+    if report.card is not None and report.card.max_age is None:
+        report.warnings.append(
+            "no Cache-Control max-age (spec §8.6 SHOULD): clients pick their own card TTL"
+        )
+    if report.card is not None and report.card.heartbeat is None:
+        report.warnings.append(
+            "no heartbeat declared (extension urn:otel-a2a:heartbeat:v1 or "
+            "heartbeatInterval): OTEL_A2A_DEFAULT_HEARTBEAT applies"
+        )
+
+
+def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
+    """Fetch, parse and revalidate the card; never raises for network or wire problems."""
+    report = CardReport(card_url(url))
+    own = client is None
+    http = client or httpx.Client(timeout=10.0, follow_redirects=True)
+    try:
+        try:
+            response = http.get(report.url)
+        except httpx.HTTPError as exc:
+            report.errors.append(f"fetch failed: {type(exc).__name__}: {exc}")
+            return report
+        report.status = response.status_code
+        report.cache_control = response.headers.get("cache-control")
+        if response.status_code != 200:
+            report.errors.append(f"card fetch answered HTTP {response.status_code}")
+            return report
+        report.card = parse_card(200, response.headers, response.content)
+        try:
+            doc = json.loads(response.content)
+        except ValueError:
+            doc = None
+        if report.card is None or not isinstance(doc, dict):
+            report.errors.append("the body is not a JSON Agent Card")
+            report.card = None
+            return report
+        etag_header = response.headers.get("etag")
+        _problems(doc, report, etag_header)
+        if etag_header is not None:
+            again = http.get(report.url, headers={"If-None-Match": etag_header})
+            if again.status_code == 304:
+                report.revalidation = "304 Not Modified (If-None-Match honoured)"
+            else:
+                report.revalidation = f"HTTP {again.status_code} (If-None-Match ignored)"
+                report.warnings.append(
+                    "If-None-Match not honoured: every revalidation downloads the card again"
+                )
+        return report
+    finally:
+        if own:
+            http.close()
+
+
+def render(report: CardReport) -> str:
+    lines = [f"card        {report.url}  (HTTP {report.status})"]
+    card = report.card
+    if card is not None:
+        lines += [
+            f"name        {card.name}",
+            f"version     {card.version}",
+            f"protocols   {', '.join(card.protocol_versions) or 'none declared'}",
+            f"streaming   {card.streaming}",
+            f"etag        {card.etag}  (from {card.etag_source})",
+            f"caching     {report.cache_control or 'no Cache-Control'}; "
+            f"revalidation: {report.revalidation}",
+            "heartbeat   "
+            + (
+                f"{card.heartbeat:g} s (from {card.heartbeat_source})"
+                if card.heartbeat is not None
+                else "none declared"
+            ),
+            "interfaces",
+            *(f"  {i.binding:<10} {i.protocol_version or '?':<5} {i.url}" for i in card.interfaces),
+        ]
+    lines += [f"ERROR       {e}" for e in report.errors]
+    lines += [f"warning     {w}" for w in report.warnings]
+    lines.append(
+        "result      "
+        + ("unusable" if report.exit_code == 2 else "problems found" if report.errors else "ok")
+    )
+    return "\n".join(lines)
