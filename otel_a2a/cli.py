@@ -4,6 +4,8 @@
                   [--binding JSONRPC|HTTP+JSON] [--no-streaming] [--real-timings]
                   [--heartbeat S] [--keep]
     otel-a2a check-card URL
+    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
+    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
 parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.
@@ -107,10 +109,118 @@ def _add_check_card(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(handler=_run_check_card)
 
 
-# analyze and detector register here (see the module docstring).
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be 0-65535 (0: any free port)")
+    return value
+
+
+def _add_correlation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON object per finding")
+    p.add_argument(
+        "--grace",
+        type=_non_negative,
+        default=1.0,
+        help="seconds a superseded streamed state may linger at the next hop before it "
+        "counts as a conflict (propagation delay; default 1)",
+    )
+    p.add_argument(
+        "--max-tasks",
+        type=_count,
+        default=10_000,
+        help="tasks kept in memory, least recently seen evicted first (default 10000)",
+    )
+
+
+def _run_analyze(args: argparse.Namespace) -> int:
+    from otel_a2a.analyze import Correlator, analyze_files
+
+    correlator = Correlator(max_tasks=args.max_tasks, grace=args.grace)
+    return analyze_files(args.files, as_json=args.json, correlator=correlator)
+
+
+def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "analyze",
+        help="offline cross-runtime analysis of exported spans (OTLP JSON lines)",
+        description=(
+            "Read spans exported as OTLP JSON, one ExportTraceServiceRequest per line (the "
+            "OpenTelemetry Collector file exporter's format; '-' reads stdin), and report "
+            "cross_runtime_conflict (two services held different beliefs about a task at the "
+            "same time) and renormalized_state (a task's state crossed hops with different "
+            "wire spellings). Exit code 0: no finding; 1: findings; 2: unreadable input."
+        ),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    _add_correlation_options(p)
+    p.set_defaults(handler=_run_analyze)
+
+
+def _run_detector(args: argparse.Namespace) -> int:
+    from otel_a2a.analyze import Correlator
+    from otel_a2a.analyze.receiver import serve
+
+    return serve(
+        host=args.host,
+        port=args.port,
+        metrics_port=args.metrics_port,
+        dump_path=args.dump,
+        as_json=args.json,
+        max_body=args.max_body_bytes,
+        correlator=Correlator(max_tasks=args.max_tasks, grace=args.grace),
+    )
+
+
+def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "detector",
+        help="live OTLP/HTTP receiver doing the cross-runtime analysis",
+        description=(
+            "Receive OTLP/HTTP traces (POST /v1/traces, application/x-protobuf or "
+            "application/json) from instrumented processes or a collector, print "
+            "cross_runtime_conflict and renormalized_state findings as they happen and count "
+            "them on the a2a.divergence metric (Prometheus, with --metrics-port). Stops "
+            "cleanly on SIGINT/SIGTERM."
+        ),
+    )
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=4318, help="OTLP/HTTP port (default 4318)")
+    p.add_argument(
+        "--metrics-port", type=_port, default=None, help="serve Prometheus metrics on this port"
+    )
+    p.add_argument(
+        "--dump", metavar="FILE", help="append every request as an OTLP JSON line to FILE"
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=_count,
+        default=16 * 1024 * 1024,
+        help="largest accepted request body, after decompression (default 16 MiB)",
+    )
+    _add_correlation_options(p)
+    p.set_defaults(handler=_run_detector)
+
+
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_demo,
     _add_check_card,
+    _add_analyze,
+    _add_detector,
 ]
 
 

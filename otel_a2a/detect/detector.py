@@ -20,6 +20,7 @@ from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
 from otel_a2a.detect.verdict import Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
 from otel_a2a.protocol.states import StateClass
+from otel_a2a.protocol.timestamps import parse_timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,20 @@ class Detector:
             if reading is None:
                 self.ledger.touch(report.task_id, now)
                 continue
+            terminal = reading.state.is_terminal
+            if not terminal and self._late(report):
+                continue  # emitted before the terminal state we already hold: not news
+            stamp = parse_timestamp(report.timestamp) if terminal else None
             obs = Observation(
-                report.task_id, agent, reading.state, reading.raw, reading.exact, now, etag, op
+                report.task_id,
+                agent,
+                reading.state,
+                reading.raw,
+                reading.exact,
+                now,
+                etag,
+                op,
+                stamp,
             )
             prev = self.ledger.observe(obs)
             if reading.exact and reading.mapped and (prev is None or not prev.state.is_terminal):
@@ -118,6 +131,19 @@ class Detector:
                 )
             )
         return verdicts
+
+    def _late(self, report: TaskReport) -> bool:
+        """A non-terminal report the agent stamped no later than the terminal state on record.
+
+        Streams and responses travel on different connections, so a frame emitted before the
+        task completed can be read after the completed response: judged by arrival it would be
+        a false ``terminal_regression``. Only a report stamped strictly later is a regression.
+        """
+        prev = self.ledger.get(report.task_id)
+        if prev is None or prev.stamp is None or not prev.state.is_terminal:
+            return False
+        stamp = parse_timestamp(report.timestamp)
+        return stamp is not None and stamp <= prev.stamp
 
     def on_stream_frame(self, task_id: str, now: float) -> bool:
         """Any frame on an open stream for the task (event or ``: ping``) refreshes it."""

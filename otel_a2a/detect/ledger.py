@@ -58,7 +58,9 @@ class Observation:
     """One authoritative observation of a task (DESIGN §1).
 
     ``at`` is monotonic seconds; ``etag`` the agent's card etag in force when observed (None
-    when no card is known); ``source`` the operation that carried it.
+    when no card is known); ``source`` the operation that carried it. ``stamp`` is the
+    agent's own status timestamp (epoch seconds), kept for terminal observations only: it is
+    what tells a late stream frame from a real terminal regression.
 
     The instance doubles as the ledger's list node (two private link slots), which is what
     keeps a tracked task small. Treat it as immutable once given to ``TaskLedger.observe``;
@@ -66,12 +68,13 @@ class Observation:
     stream delivers frames (``touch``). An observation returned as *previous* never changes.
     """
 
-    __slots__ = ("_kind", "_next", "_prev", "agent", "at", "etag", "task_id")
+    __slots__ = ("_kind", "_next", "_prev", "agent", "at", "etag", "stamp", "task_id")
 
     task_id: str
     agent: str
     at: float
     etag: str | None
+    stamp: float | None
     _kind: _Kind
     # Detached nodes point at ``_DETACHED``: typed non-optional, so list walks need no checks.
     _prev: Observation
@@ -87,11 +90,13 @@ class Observation:
         at: float,
         etag: str | None,
         source: str,
+        stamp: float | None = None,
     ) -> None:
         self.task_id = task_id
         self.agent = agent
         self.at = at
         self.etag = etag
+        self.stamp = stamp
         self._kind = _kind(state, raw, exact, source)
         self._prev = self._next = _DETACHED
 
@@ -118,6 +123,7 @@ class Observation:
         new.agent = self.agent
         new.at = at
         new.etag = self.etag
+        new.stamp = self.stamp
         new._kind = self._kind
         new._prev = new._next = _DETACHED
         return new

@@ -42,16 +42,13 @@ _DECISION_OPS = frozenset(
 _PREFIX_STEPS = (64 * 1024, 1024 * 1024)
 
 
-def _decoder(headers: Mapping[str, str]) -> zlib._Decompress | bool | None:
-    """A decoder for the raw body, ``None`` for identity, ``False`` when unsupported."""
-    encoding = headers.get("content-encoding", "").strip().lower()
-    if encoding in ("", "identity"):
-        return None
+def _decoder(encoding: str) -> zlib._Decompress | None:
+    """A decoder for a raw body in ``encoding``; None when unsupported (br, zstd, ...)."""
     if encoding == "gzip":
         return zlib.decompressobj(16 + zlib.MAX_WBITS)
     if encoding == "deflate":
         return zlib.decompressobj()
-    return False
+    return None
 
 
 class Exchange:
@@ -134,17 +131,19 @@ class Exchange:
 
     # -- response ------------------------------------------------------------------------
 
-    def on_response(self, status: int, headers: Mapping[str, str]) -> None:
+    def on_response(self, status: int, headers: Mapping[str, str], *, raw: bool) -> None:
+        """Response headers arrived; ``raw`` when we will see the body still content-encoded."""
         self.status = status
         self.headers = headers
         if self.span.is_recording():
             self.span.set_attribute("http.response.status_code", status)
-        decoder = _decoder(headers)
-        if decoder is False:
-            self.rt.error("unsupported_content_encoding")
-            self._overflow = True  # observe nothing rather than guess
-            return
-        self._decoder = decoder if decoder is not None and not isinstance(decoder, bool) else None
+        encoding = headers.get("content-encoding", "").strip().lower()
+        if raw and encoding not in ("", "identity"):
+            self._decoder = _decoder(encoding)
+            if self._decoder is None:
+                self.rt.error("unsupported_content_encoding")
+                self._overflow = True  # observe nothing rather than guess
+                return
         if "text/event-stream" in headers.get("content-type", ""):
             self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
             if self.a2a.task_id:
@@ -175,8 +174,8 @@ class Exchange:
             return
         self._buffer += chunk[: max(room, 0)]
         self._overflow = True
-        self._observe_prefix(bytes(self._buffer))
-        self._buffer = None
+        prefix, self._buffer = self._buffer, None
+        self._observe_prefix(prefix)
 
     def complete(self, body: bytes | None = None) -> None:
         """The whole body was read (``body`` given when httpx read it for the application)."""
@@ -234,7 +233,7 @@ class Exchange:
 
     # -- observations ----------------------------------------------------------------------
 
-    def _observe_prefix(self, body: bytes) -> None:
+    def _observe_prefix(self, body: bytes | bytearray) -> None:
         """An oversized body: look for the state in growing prefixes, never the whole body."""
         for step in (*_PREFIX_STEPS, len(body)):
             facts = extract_prefix(self.a2a, self.status, body[:step])
@@ -336,15 +335,18 @@ class Exchange:
                 )
         last = self._last_report
         if recording and last is not None and last.state is not None:
-            span.set_attribute(sc.TASK_ID, last.task_id)
+            attrs: dict[str, str | bool] = {
+                sc.TASK_ID: last.task_id,
+                sc.TASK_STATE: last.state.state.value,
+                sc.TASK_STATE_RAW: last.state.raw,
+                sc.AUTHORITATIVE: True,
+            }
             if last.context_id:
-                span.set_attribute(sc.CONTEXT_ID, last.context_id)
-            span.set_attribute(sc.TASK_STATE, last.state.state.value)
-            span.set_attribute(sc.TASK_STATE_RAW, last.state.raw)
-            span.set_attribute(sc.AUTHORITATIVE, True)
+                attrs[sc.CONTEXT_ID] = last.context_id
             etag = rt.detector.registry.etag(self.agent)
             if etag:
-                span.set_attribute(sc.CARD_ETAG, etag)
+                attrs[sc.CARD_ETAG] = etag
+            span.set_attributes(attrs)
         for verdict in verdicts:
             self._report(verdict)
 

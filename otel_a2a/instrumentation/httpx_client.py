@@ -51,8 +51,9 @@ def begin(request: httpx.Request) -> Exchange | None:
         a2a = classify_request(request.method, url.path, request.headers, _request_body(request))
         if a2a is None:
             return None
-        clean = url.copy_with(query=None, fragment=None, username=None, password=None)
-        exchange = Exchange(rt, a2a, str(clean))
+        # netloc carries no credentials; query and fragment are dropped (never recorded)
+        clean = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
+        exchange = Exchange(rt, a2a, clean)
     except Exception as exc:
         rt.error(exc)
         return None
@@ -127,8 +128,13 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[httpx.Request
 
 
 def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
-    exchange.on_response(response.status_code, response.headers)
-    if stream:
+    # A response built from bytes (MockTransport ``content=``/``json=``) is read at creation:
+    # streaming it never touches the stream again, so observe the body it already holds.
+    preread = stream and response.is_stream_consumed
+    exchange.on_response(response.status_code, response.headers, raw=stream and not preread)
+    if preread:
+        exchange.complete(response.content)
+    elif stream:
         inner = response.stream
         if isinstance(inner, httpx.AsyncByteStream):
             response.stream = _AsyncTeeStream(inner, exchange)

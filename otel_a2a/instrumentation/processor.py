@@ -27,13 +27,16 @@ class DivergenceSpanProcessor(SpanProcessor):
     """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        attrs = span.attributes
+        # every span of the process passes here: the common case must cost one lookup
+        if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
+            return
         rt = runtime.current()
         if rt is None or _ours(span):
             return
         try:
-            attrs = span.attributes or {}
             task_id = attrs.get(sc.TASK_ID)
-            if attrs.get(sc.LIVENESS_DECISION) is not True or not isinstance(task_id, str):
+            if not isinstance(task_id, str):
                 return
             agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
             rt.decide(span, task_id, agent, "liveness_decision")
@@ -41,11 +44,13 @@ class DivergenceSpanProcessor(SpanProcessor):
             rt.error(exc)
 
     def on_end(self, span: ReadableSpan) -> None:
+        attrs = span.attributes
+        if not attrs or sc.TASK_ID not in attrs:
+            return
         rt = runtime.current()
         if rt is None or _ours(span):
             return
         try:
-            attrs = span.attributes or {}
             task_id, raw = (
                 attrs.get(sc.TASK_ID),
                 attrs.get(sc.TASK_STATE_RAW, attrs.get(sc.TASK_STATE)),

@@ -36,6 +36,7 @@ from otel_a2a.protocol.states import (
     normalize_task_state,
     read_state,
 )
+from otel_a2a.protocol.timestamps import parse_timestamp
 
 __all__ = [
     "HEARTBEAT_EXTENSION_URI",
@@ -66,6 +67,7 @@ __all__ = [
     "normalize_task_state",
     "parse_card",
     "parse_extended_card",
+    "parse_timestamp",
     "parse_version",
     "read_state",
     "revalidate_card",

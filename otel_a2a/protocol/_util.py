@@ -82,7 +82,7 @@ def _fields(**fields: CoreSchema) -> CoreSchema:
 
 
 _ANY = cs.any_schema()
-_STATUS = _fields(state=_ANY)
+_STATUS = _fields(state=_ANY, timestamp=_ANY)
 _TASKISH = _fields(id=_ANY, contextId=_ANY, taskId=_ANY, kind=_ANY, status=_STATUS)
 _PAYLOAD = {
     "id": _ANY,

@@ -70,7 +70,7 @@ def extract_response(request: A2ARequest, status: int, body: bytes) -> ResponseF
         return UNRECOGNIZED
 
 
-def extract_prefix(request: A2ARequest, status: int, prefix: bytes) -> ResponseFacts:
+def extract_prefix(request: A2ARequest, status: int, prefix: bytes | bytearray) -> ResponseFacts:
     """Facts from the leading bytes of a body too large to hold whole. Never raises.
 
     The prefix is parsed tolerating truncation; only reports whose state arrived complete are
@@ -195,6 +195,9 @@ def _payload(request: A2ARequest, obj: Any) -> ResponseFacts:
     return UNRECOGNIZED
 
 
+_MAX_TIMESTAMP = 64
+
+
 def _reports(report: TaskReport | None) -> ResponseFacts:
     return UNRECOGNIZED if report is None else ResponseFacts((report,))
 
@@ -211,11 +214,17 @@ def _report(
     if type(task_id) is not str or not 0 < len(task_id) <= MAX_ID_LEN:
         return None
     state: StateReading | None = None
+    stamp: str | None = None
     if binding is not None:
         status = obj.get("status")
-        raw = status.get("state") if type(status) is dict else None
-        state = read_state(raw, version, binding)
-    return TaskReport(task_id, _id(obj.get("contextId")), state, kind)
+        if type(status) is dict:
+            state = read_state(status.get("state"), version, binding)
+            stamp = status.get("timestamp")
+            if type(stamp) is not str or len(stamp) > _MAX_TIMESTAMP:
+                stamp = None
+        else:
+            state = read_state(None, version, binding)
+    return TaskReport(task_id, _id(obj.get("contextId")), state, kind, stamp)
 
 
 def _task(

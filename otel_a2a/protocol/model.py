@@ -67,13 +67,15 @@ class TaskReport(NamedTuple):
     """One task state carried by a response or stream frame.
 
     ``state`` is ``None`` for frames that carry a task id but no status (artifact updates);
-    those refresh an open stream but carry no state.
+    those refresh an open stream but carry no state. ``timestamp`` is the status's own
+    ``timestamp`` as sent (ISO 8601), used to tell a late frame from a real regression.
     """
 
     task_id: str
     context_id: str | None
     state: StateReading | None
     kind: str  # "task", "status-update", "artifact-update", "list-entry"
+    timestamp: str | None = None
 
 
 class A2AError(NamedTuple):

@@ -253,3 +253,29 @@ def test_threads_smoke() -> None:
     assert not errors
     assert len(det.ledger) <= 64
     assert sum(det.tracked_by_class().values()) == len(det.ledger)
+
+
+def _stamped(task_id: str, raw: str, stamp: str | None) -> TaskReport:
+    return TaskReport(task_id, "ctx", read_state(raw, "1.0", Binding.JSONRPC), "task", stamp)
+
+
+@pytest.mark.parametrize(
+    ("late_stamp", "reasons", "held"),
+    [
+        ("2026-12-02T15:00:00.100Z", [], TaskState.COMPLETED),  # emitted before: a late frame
+        ("2026-12-02T15:00:00.500Z", [], TaskState.COMPLETED),  # same instant: not news
+        ("2026-12-02T15:00:01Z", [R.TERMINAL_REGRESSION], TaskState.WORKING),  # really after
+        (None, [R.TERMINAL_REGRESSION], TaskState.WORKING),  # no stamp: judged by arrival
+    ],
+)
+def test_late_frames_are_not_regressions(
+    late_stamp: str | None, reasons: list[R], held: TaskState
+) -> None:
+    det = detector()
+    done = _stamped("t1", "TASK_STATE_COMPLETED", "2026-12-02T15:00:00.5+00:00")
+    assert det.on_reports(AGENT, [done], Operation.SEND_MESSAGE, "1.0", 1.0) == []
+    late = _stamped("t1", "TASK_STATE_WORKING", late_stamp)
+    verdicts = det.on_reports(AGENT, [late], Operation.SUBSCRIBE_TO_TASK, "1.0", 2.0)
+    assert [v.reason for v in verdicts] == reasons
+    observation = det.ledger.get("t1")
+    assert observation is not None and observation.state is held

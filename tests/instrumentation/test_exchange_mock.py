@@ -6,6 +6,8 @@ Unit level: the wire is hand-made here; the same checks run against the real SDK
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -232,3 +234,56 @@ def test_uninstrument_restores_send(otel: Harness) -> None:
     assert not hasattr(httpx.Client.send, "__wrapped__")
     assert not hasattr(httpx.AsyncClient.send, "__wrapped__")
     A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
+
+
+def test_streaming_a_response_httpx_already_read(otel: Harness) -> None:
+    """``MockTransport`` bodies built from bytes are read at creation: streaming them never
+    touches the stream again, so the exchange must observe the body httpx holds."""
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+        with client.stream("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}) as r:
+            assert r.is_stream_consumed
+            data = b"".join(r.iter_bytes())
+    assert b"TASK_STATE_WORKING" in data
+    attrs = dict(otel.span("A2A GetTask").attributes or {})
+    assert attrs["a2a.task.state"] == "working"
+
+
+def test_body_over_the_limit_is_observed_from_its_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.instrumentation.conftest import make_harness
+
+    monkeypatch.setenv("OTEL_A2A_MAX_BODY_BYTES", "4096")
+    harness, instrumentor = make_harness()
+    try:
+        history = [
+            {"messageId": f"m{i}", "role": "ROLE_USER", "parts": [{"text": "x" * 100}]}
+            for i in range(200)
+        ]
+        task = {
+            "id": "big",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_WORKING"},
+            "history": history,
+        }
+        payload = json.dumps({"jsonrpc": "2.0", "id": 1, "result": task}).encode()
+        assert len(payload) > 4 * 4096
+        chunks = [payload[i : i + 1000] for i in range(0, len(payload), 1000)]
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(
+                200, headers={"Content-Type": "application/json"}, content=iter(chunks)
+            )
+
+        with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "big"}}
+            with client.stream(
+                "POST", "http://a.test/a2a", json=body, headers={"A2A-Version": "1.0"}
+            ) as r:
+                assert b"".join(r.iter_bytes()) == payload
+        attrs = dict(harness.span("A2A GetTask").attributes or {})
+        assert attrs["a2a.task.state"] == "working"
+    finally:
+        instrumentor.uninstrument()

@@ -1,39 +1,46 @@
 """Fixtures for the operations assets: one real Prometheus + Alertmanager stack per session.
 
-``metrics_target`` is the process Prometheus scrapes. It is currently the STAND-IN
-tests/ops/metrics_source.py (the DESIGN §4 instruments driven by hand); replace it with a real
-instrumented run (the seeded demo) by yielding an object with the same two members:
-``target`` ("127.0.0.1:PORT" of its /metrics) and ``bump()`` (make the incident happen, after
-Prometheus has scraped the quiet baseline).
+``metrics_target`` is the process Prometheus scrapes: a REAL instrumented run
+(tests/support/instrumented_run.py): a plain httpx A2A client, instrumented only by
+``OTEL_A2A_ENABLED=true`` and serving its metrics with the OpenTelemetry Prometheus reader,
+talking to the real Python and Node test peers and to a scripted misbehaving agent. Its
+``bump()`` runs one incident round, after Prometheus has scraped the quiet baseline.
 """
 
 from __future__ import annotations
 
 import re
-import select
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
+from tests.support.instrumented_run import (
+    DIVERGENCES_PER_ROUND,
+    InstrumentedRun,
+    start_instrumented_run,
+)
+from tests.support.peers import node_unavailable_reason
 from tests.support.prom import (
     ALERTMANAGER,
     PROMETHEUS,
     Alertmanager,
     Prometheus,
-    Timeout,
     WebhookReceiver,
+    in_ci,
     poll,
     require_binary,
 )
 
 REPO = Path(__file__).resolve().parents[2]
+# Incident rounds: a divergence series is born at its first event, which increase() cannot
+# see; the second round moves every series again, as a continuing incident does.
+ROUNDS = 2
+HEARTBEAT = 1.0  # OTEL_A2A_DEFAULT_HEARTBEAT and the peers' override in the run
 RULES = REPO / "dashboards" / "alerts" / "otel-a2a.rules.yaml"
 DASHBOARD = REPO / "dashboards" / "otel-a2a-overview.json"
 
@@ -56,62 +63,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.prometheus)
 
 
-def _readline(stream: IO[str], timeout: float, what: str) -> str:
-    ready, _, _ = select.select([stream], [], [], timeout)
-    if not ready:
-        raise Timeout(f"no line from {what} within {timeout}s")
-    return stream.readline()
-
-
-@dataclass
-class StandInMetricsSource:
-    """tests/ops/metrics_source.py in a subprocess (stand-in for a real instrumented run)."""
-
-    proc: subprocess.Popen[str]
-    port: int
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def bump(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("bump\n")
-        self.proc.stdin.flush()
-        line = _readline(self.proc.stdout, 10.0, "metrics source")
-        assert line.strip() == "OK bump", line
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()  # EOF ends it
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="session")
-def metrics_target() -> Iterator[StandInMetricsSource]:
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("metrics_source.py"))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
+def metrics_target() -> Iterator[InstrumentedRun]:
+    """The instrumented run, its quiet baseline done and served on /metrics."""
+    problem = node_unavailable_reason()
+    if problem is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the Node test peer cannot run: {problem}", pytrace=False)
+        pytest.skip(f"the instrumented run needs the Node test peer: {problem}")
+    run = start_instrumented_run(heartbeat=HEARTBEAT)
     try:
-        line = _readline(proc.stdout, 30.0, "metrics source start-up")
-        m = re.fullmatch(r"PORT (\d+)\s*", line)
-        assert m, f"metrics source printed {line!r} (exit status {proc.poll()})"
-        source = StandInMetricsSource(proc, int(m.group(1)))
-    except BaseException:
-        proc.kill()
-        proc.wait(timeout=10)
-        raise
-    yield source
-    source.stop()
+        yield run
+    finally:
+        run.stop()
 
 
 @dataclass
@@ -119,9 +83,11 @@ class OpsStack:
     prometheus: Prometheus
     alertmanager: Alertmanager
     webhook: WebhookReceiver
-    source: StandInMetricsSource
+    source: InstrumentedRun
     # Prometheus' active alerts after its rules were evaluated over the quiet baseline.
     alerts_before_incident: list[dict[str, Any]] = field(default_factory=list)
+    # What Prometheus had scraped of the baseline: query -> result.
+    baseline: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _rfc3339(ts: str) -> float:
@@ -136,7 +102,7 @@ def _rfc3339(ts: str) -> float:
 
 @pytest.fixture(scope="session")
 def ops_stack(
-    tmp_path_factory: pytest.TempPathFactory, metrics_target: StandInMetricsSource
+    tmp_path_factory: pytest.TempPathFactory, metrics_target: InstrumentedRun
 ) -> Iterator[OpsStack]:
     """Prometheus (rules loaded, scraping the metrics target every 1 s) -> Alertmanager ->
     webhook, with the incident triggered once the quiet baseline has been scraped and judged."""
@@ -159,17 +125,26 @@ def ops_stack(
             rule_files=[RULES],
             alertmanager=am.address,
         ).start()
-        # Baseline scraped: every divergence series exists, all at 0 (first scrape takes ~5 s).
-        result = prom.wait_for(
-            "a2a_divergence_total",
-            lambda r: len(r) >= 5,
+        # Baseline scraped: one authoritative decision per agent, nothing else moved.
+        decisions = prom.wait_for(
+            "a2a_liveness_decisions_total",
+            lambda r: len(r) >= 3,
             timeout=30,
             what="the first scrape of the baseline",
         )
-        assert all(float(s["value"][1]) == 0 for s in result), result
-        scraped_at = float(result[0]["value"][0])
+        scraped_at = float(decisions[0]["value"][0])
+        baseline = {
+            q: prom.query(q)
+            for q in (
+                "a2a_liveness_decisions_total",
+                "a2a_divergence_total",
+                "a2a_tasks_stale",
+                "a2a_instrumentation_errors_total",
+                "a2a_task_get_redundant_total",
+                "a2a_card_etag_changes_total",
+            )
+        }
         # ...and the rules were evaluated after it, so the "quiet" alerts below mean something.
-        assert prom is not None
         live = prom
         poll(
             lambda: all(
@@ -179,8 +154,13 @@ def ops_stack(
             what="a rule evaluation after the baseline scrape",
         )
         before = prom.alerts()
-        metrics_target.bump()
-        yield OpsStack(prom, am, webhook, metrics_target, before)
+        per_round = sum(DIVERGENCES_PER_ROUND.values())
+        for n in range(1, ROUNDS + 1):
+            metrics_target.bump()
+            _wait_scrape_after(prom, time.time())
+            total = prom.query("sum(a2a_divergence_total)")
+            assert total and float(total[0]["value"][1]) == n * per_round, (n, total)
+        yield OpsStack(prom, am, webhook, metrics_target, before, baseline)
     finally:
         if prom is not None:
             prom.stop()
@@ -188,21 +168,18 @@ def ops_stack(
         webhook.stop()
 
 
+def _wait_scrape_after(prom: Prometheus, t: float) -> None:
+    """Until Prometheus holds a scrape of the run that started after ``t`` (unix seconds)."""
+    prom.wait_for(
+        'timestamp(up{job="otel-a2a"})',
+        lambda r: bool(r) and float(r[0]["value"][1]) > t,
+        timeout=15,
+        what="a scrape of the instrumented run after the incident round",
+    )
+
+
 @pytest.fixture(scope="session")
 def incident_scraped(ops_stack: OpsStack) -> OpsStack:
-    """The stack once Prometheus has scraped the incident (divergence counters moved)."""
-    ops_stack.prometheus.wait_for(
-        "sum(a2a_divergence_total)",
-        lambda r: bool(r) and float(r[0]["value"][1]) >= 5,
-        timeout=15,
-        what="the incident to be scraped",
-    )
-    # one more scrape so rate() has two samples past the step
-    t = time.time()
-    ops_stack.prometheus.wait_for(
-        "timestamp(a2a_tasks_stale)",
-        lambda r: bool(r) and min(float(s["value"][1]) for s in r) > t,
-        timeout=15,
-        what="a scrape after the incident",
-    )
+    """The stack once Prometheus has scraped every incident round (and one scrape more)."""
+    _wait_scrape_after(ops_stack.prometheus, time.time())
     return ops_stack

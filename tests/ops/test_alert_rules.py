@@ -1,8 +1,9 @@
 """Alert rules: promtool checks and unit tests, and one real end-to-end run.
 
 End to end: a real Prometheus evaluates dashboards/alerts/otel-a2a.rules.yaml over the scraped
-metrics of a run (today the stand-in tests/ops/metrics_source.py), and a real Alertmanager
-delivers the alerts to a local webhook.
+metrics of a real instrumented run (tests/support/instrumented_run.py: the Python and Node test
+peers plus a scripted misbehaving agent), and a real Alertmanager delivers the alerts to a local
+webhook.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ import pytest
 import yaml
 
 from tests.ops.conftest import RULES, OpsStack
+from tests.support.instrumented_run import (
+    DIVERGENCES_PER_ROUND,
+    ERRORS_PER_ROUND,
+    MOCK_AGENT,
+    STALE_PER_ROUND,
+)
 from tests.support.prom import poll, run_promtool
 
 RULES_TEST = RULES.with_name("otel-a2a.rules.test.yaml")
@@ -151,39 +158,57 @@ def _firing(alerts: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 
 def test_quiet_baseline_raises_nothing(ops_stack: OpsStack) -> None:
-    """Rules evaluated over the scraped baseline (all counters at 0, nothing stale): silent."""
+    """Rules evaluated over the scraped baseline (authoritative decisions only): silent."""
     assert ops_stack.alerts_before_incident == []
+    assert ops_stack.baseline["a2a_divergence_total"] == []
+    assert ops_stack.baseline["a2a_instrumentation_errors_total"] == []
+    assert all(float(s["value"][1]) == 0 for s in ops_stack.baseline["a2a_tasks_stale"])
+
+
+# The reasons with their own alert, which inhibits the generic one (INHIBIT_RULES).
+SPECIFIC = {
+    "A2ANonCanonicalTaskState": "non_canonical_state",
+    "A2ATerminalStateRegression": "terminal_regression",
+    "A2ATaskLost": "task_lost",
+}
 
 
 def test_prometheus_evaluates_every_alert_over_the_run(ops_stack: OpsStack) -> None:
     prom = ops_stack.prometheus
+    expected = {(agent, reason, op) for reason, op, agent in DIVERGENCES_PER_ROUND}
 
     def all_active() -> list[dict[str, Any]] | None:
         alerts = prom.alerts()
         names = {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
-        # A2ATasksStale has `for: 30s`: pending proves evaluation without waiting a heartbeat
+        generic = {_key(a) for a in _firing(alerts, "A2ATaskStateDivergence")}
+        # A2ATasksStale has `for: 30s`: pending proves evaluation without waiting that long
         stale = [a for a in alerts if a["labels"]["alertname"] == "A2ATasksStale"]
-        return alerts if names >= REQUIRED_ALERTS - {"A2ATasksStale"} and stale else None
+        ok = names >= REQUIRED_ALERTS - {"A2ATasksStale"} and generic == expected
+        return alerts if ok and len(stale) == len(STALE_PER_ROUND) else None
 
     alerts = poll(all_active, timeout=20, what="every otel-a2a alert active in Prometheus")
-    reasons = {
-        a["labels"]["a2a_divergence_reason"] for a in _firing(alerts, "A2ATaskStateDivergence")
-    }
-    assert reasons == {
-        "heartbeat_gap",
-        "etag_changed",
-        "non_canonical_state",
-        "terminal_regression",
-        "task_lost",
-    }
-    stale = [a for a in alerts if a["labels"]["alertname"] == "A2ATasksStale"]
-    assert [a["labels"]["a2a_agent_name"] for a in stale] == ["worker"]  # gateway has 0 stale
-    assert stale[0]["state"] in {"pending", "firing"}
+    # every (agent, reason, operation) the run produced fires the generic alert, nothing else
+    generic = _firing(alerts, "A2ATaskStateDivergence")
+    assert sorted(_key(a) for a in generic) == sorted(expected)
+    for name, reason in SPECIFIC.items():
+        firing = _firing(alerts, name)
+        assert [_key(a) for a in firing] == [
+            (agent, r, op) for (r, op, agent) in DIVERGENCES_PER_ROUND if r == reason
+        ], name
+        assert all(a["labels"]["a2a_agent_name"] == MOCK_AGENT for a in firing)
     lost = _firing(alerts, "A2ATaskLost")
-    assert [a["labels"]["a2a_agent_name"] for a in lost] == ["worker"]
     assert lost[0]["labels"]["severity"] == "critical"
+    stale = [a for a in alerts if a["labels"]["alertname"] == "A2ATasksStale"]
+    assert sorted(a["labels"]["a2a_agent_name"] for a in stale) == sorted(STALE_PER_ROUND)
+    assert all(a["state"] in {"pending", "firing"} for a in stale)  # the mock has none stale
     errors = _firing(alerts, "A2AInstrumentationErrors")
-    assert errors[0]["labels"]["error_type"] == "ParseError"
+    assert [a["labels"]["error_type"] for a in errors] == list(ERRORS_PER_ROUND)
+    assert errors[0]["labels"]["job"] == "otel-a2a"
+
+
+def _key(alert: dict[str, Any]) -> tuple[str, str, str]:
+    labels = alert["labels"]
+    return (labels["a2a_agent_name"], labels["a2a_divergence_reason"], labels["a2a_operation"])
 
 
 def test_alertmanager_delivers_to_webhook(ops_stack: OpsStack) -> None:
@@ -192,31 +217,43 @@ def test_alertmanager_delivers_to_webhook(ops_stack: OpsStack) -> None:
         return {
             ("A2ATaskLost", "firing"),
             ("A2ATaskStateDivergence", "firing"),
+            ("A2AInstrumentationErrors", "firing"),
         } <= names
 
     alerts = ops_stack.webhook.wait_for(
-        delivered, timeout=30, what="A2ATaskLost and A2ATaskStateDivergence at the webhook"
+        delivered,
+        timeout=30,
+        what="A2ATaskLost, A2ATaskStateDivergence and A2AInstrumentationErrors at the webhook",
     )
     lost = next(a for a in alerts if a["labels"]["alertname"] == "A2ATaskLost")
-    assert lost["labels"]["a2a_agent_name"] == "worker"
+    assert lost["labels"]["a2a_agent_name"] == MOCK_AGENT
+    assert lost["labels"]["a2a_operation"] == "GetTask"
     assert "lost A2A task" in lost["annotations"]["summary"]
     assert lost["annotations"]["runbook"].startswith("1.")
     assert "TaskNotFound" in lost["annotations"]["description"]
+    # only alerts of the run were delivered, none resolved meanwhile
+    assert {a["labels"]["alertname"] for a in alerts} <= REQUIRED_ALERTS
+    assert all(a["status"] == "firing" for a in alerts)
 
 
 def test_alertmanager_inhibits_the_generic_duplicate(ops_stack: OpsStack) -> None:
     """The inhibit rule documented in the rules file keeps one page per cause."""
     am = ops_stack.alertmanager
+    n = len(DIVERGENCES_PER_ROUND)
 
     def settled() -> list[dict[str, Any]] | None:
         alerts = [a for a in am.alerts() if a["labels"]["alertname"] == "A2ATaskStateDivergence"]
-        return alerts if len(alerts) == 5 else None
+        specific = {a["labels"]["alertname"] for a in am.alerts()} & set(SPECIFIC)
+        return alerts if len(alerts) == n and specific == set(SPECIFIC) else None
 
-    alerts = poll(settled, timeout=20, what="5 A2ATaskStateDivergence alerts in Alertmanager")
-    state = {a["labels"]["a2a_divergence_reason"]: a["status"] for a in alerts}
-    for reason in ("non_canonical_state", "terminal_regression", "task_lost"):
-        assert state[reason]["state"] == "suppressed", (reason, state[reason])
-        assert state[reason]["inhibitedBy"], reason
-    for reason in ("heartbeat_gap", "etag_changed"):
-        assert state[reason]["state"] == "active", (reason, state[reason])
-        assert not state[reason]["inhibitedBy"]
+    alerts = poll(settled, timeout=20, what=f"{n} A2ATaskStateDivergence alerts in Alertmanager")
+    state = {_key(a): a["status"] for a in alerts}
+    for (agent, reason, op), status in state.items():
+        if reason in SPECIFIC.values():
+            assert agent == MOCK_AGENT
+            assert status["state"] == "suppressed", (agent, reason, op, status)
+            assert status["inhibitedBy"], reason
+        else:
+            assert status["state"] == "active", (agent, reason, op, status)
+            assert not status["inhibitedBy"]
+    assert {r for _, r, _ in state} == {r for r, _, _ in DIVERGENCES_PER_ROUND}

@@ -14,7 +14,8 @@ import yaml
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from tests.ops.conftest import DASHBOARD, OpsStack
+from tests.ops.conftest import DASHBOARD, HEARTBEAT, OpsStack
+from tests.support.instrumented_run import AGENTS, MOCK_AGENT, PYTHON_AGENT
 from tests.support.prom import finite_values, run_promtool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,24 +224,36 @@ def test_query_returns_data_from_real_prometheus(incident_scraped: OpsStack, exp
 
 
 def test_agent_variable_values_from_real_prometheus(incident_scraped: OpsStack) -> None:
+    """The card names of the agents the run talked to (the peers' and the mock's)."""
     values = incident_scraped.prometheus.api(
         "label/a2a_agent_name/values", [("match[]", "a2a_liveness_decisions_total")]
     )
-    assert sorted(values) == ["gateway", "worker"]
+    assert sorted(values) == sorted(AGENTS)
 
 
 def test_agent_variable_filters(incident_scraped: OpsStack) -> None:
     expr = next(e for i, e in _queries() if i.startswith("Divergence rate by reason"))
-    result = incident_scraped.prometheus.query(substitute(expr, agent="gateway"))
-    assert result and {s["metric"]["a2a_agent_name"] for s in result} == {"gateway"}
+    result = incident_scraped.prometheus.query(substitute(expr, agent=MOCK_AGENT))
+    assert result and {s["metric"]["a2a_agent_name"] for s in result} == {MOCK_AGENT}
+    reasons = {s["metric"]["a2a_divergence_reason"] for s in result}
+    assert reasons == {
+        "task_lost",
+        "terminal_regression",
+        "non_canonical_state",
+        "unknown_state",
+        "etag_changed",
+    }
 
 
 def test_observation_age_quantiles_are_plausible(incident_scraped: OpsStack) -> None:
-    """p95 of the worker's ages (0.4, 3, 12, 45 s recorded) is above its p50."""
+    """During the incident the peers' decisions came after a heartbeat gap (ages just over
+    the heartbeat), the mock's right after a poll (ages of milliseconds)."""
     prom = incident_scraped.prometheus
     exprs = [e for i, e in _queries() if i.startswith("Observation age")]
-    p50 = prom.query(substitute(exprs[0], agent="worker"))
-    p95 = prom.query(substitute(exprs[1], agent="worker"))
-    assert finite_values(p50) and finite_values(p95)
-    assert 0 < finite_values(p50)[0] < finite_values(p95)[0] <= 600
+    p50 = finite_values(prom.query(substitute(exprs[0], agent=PYTHON_AGENT)))
+    p95 = finite_values(prom.query(substitute(exprs[1], agent=PYTHON_AGENT)))
+    assert p50 and p95
+    assert HEARTBEAT < p50[0] < p95[0] <= 2.5  # the (1.0, 2.5] bucket
+    mock_p95 = finite_values(prom.query(substitute(exprs[1], agent=MOCK_AGENT)))
+    assert mock_p95 and 0 < mock_p95[0] <= 0.1  # the first bucket
     assert re.search(r"vector\(\$heartbeat\)", exprs[2])

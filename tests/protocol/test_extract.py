@@ -50,7 +50,15 @@ def reading(raw: str, state: TaskState, exact: bool = True) -> StateReading:
 def test_observed_get_task_v1() -> None:
     facts = extract_response(GET_V1, 200, OBSERVED_GET_TASK)
     assert facts == ResponseFacts(
-        reports=(TaskReport(TID, CID, reading("TASK_STATE_COMPLETED", S.COMPLETED), "task"),)
+        reports=(
+            TaskReport(
+                TID,
+                CID,
+                reading("TASK_STATE_COMPLETED", S.COMPLETED),
+                "task",
+                "2026-12-02T15:00:13.167426Z",
+            ),
+        )
     )
 
 
@@ -63,7 +71,13 @@ def test_observed_get_task_js_v1() -> None:
     )
     facts = extract_response(GET_V1, 200, body)
     assert facts.reports == (
-        TaskReport("da47", "fae6", reading("TASK_STATE_COMPLETED", S.COMPLETED), "task"),
+        TaskReport(
+            "da47",
+            "fae6",
+            reading("TASK_STATE_COMPLETED", S.COMPLETED),
+            "task",
+            "2026-12-02T15:01:21.725Z",
+        ),
     )
 
 
@@ -74,7 +88,9 @@ def test_v03_tasks_get_kind_task() -> None:
         b'"role":"user","parts":[{"kind":"text","text":"hi"}]}]}}'
     )
     facts = extract_response(GET_V03, 200, body)
-    assert facts.reports == (TaskReport("t4", "c4", reading("completed", S.COMPLETED), "task"),)
+    assert facts.reports == (
+        TaskReport("t4", "c4", reading("completed", S.COMPLETED), "task", "2026-12-02T15:00:13Z"),
+    )
 
 
 def test_v03_state_spelled_v1_is_not_exact() -> None:

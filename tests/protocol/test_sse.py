@@ -55,13 +55,29 @@ EXPECTED_V1 = [
     StreamEvent(comment=True),
     StreamEvent(
         ResponseFacts(
-            (TaskReport("6b51", "44e1", ok("TASK_STATE_WORKING", S.WORKING), "status-update"),)
+            (
+                TaskReport(
+                    "6b51",
+                    "44e1",
+                    ok("TASK_STATE_WORKING", S.WORKING),
+                    "status-update",
+                    "2026-12-02T15:00:19.603403Z",
+                ),
+            )
         )
     ),
     StreamEvent(ResponseFacts((TaskReport("6b51", "44e1", None, "artifact-update"),))),
     StreamEvent(
         ResponseFacts(
-            (TaskReport("6b51", "44e1", ok("TASK_STATE_COMPLETED", S.COMPLETED), "status-update"),)
+            (
+                TaskReport(
+                    "6b51",
+                    "44e1",
+                    ok("TASK_STATE_COMPLETED", S.COMPLETED),
+                    "status-update",
+                    "2026-12-02T15:00:19.805048Z",
+                ),
+            )
         )
     ),
 ]

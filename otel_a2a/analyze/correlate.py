@@ -1,0 +1,189 @@
+"""Cross-runtime correlation: feed beliefs, get findings. Pure, bounded, no I/O.
+
+``cross_runtime_conflict``: two different services' beliefs about the same task overlap in time
+and their canonical states differ in a way that matters: one terminal and the other not, or two
+different non-terminal states (two different terminal states agree that the task is over, and
+``unknown`` authorises nothing, so neither conflicts). A belief that its own service superseded
+(a status event followed by a newer one on the same stream) is trimmed by ``grace`` at its end:
+the newer state reaching the next hop a few milliseconds later is propagation, not a conflict.
+
+``renormalized_state``: the same task's same canonical state was carried with different wire
+spellings at different hops: by two services at overlapping times or within one trace, or by
+two spans of one service where one is an ancestor of the other (followed through any spans,
+A2A or not, of the trace).
+
+Findings are deduplicated per (task, reason, service pair). Memory is bounded: at most
+``max_tasks`` tasks (least recently seen evicted first), ``max_beliefs`` beliefs per task (the
+oldest dropped), ``max_traces`` traces of ``max_spans`` parent links each.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from otel_a2a.analyze.model import NANOS, Batch, Belief, Finding, SpanLink
+from otel_a2a.detect.verdict import DivergenceReason
+from otel_a2a.protocol.states import TaskState
+
+_MAX_DEPTH = 64  # parent hops followed when deciding ancestry
+
+
+def states_conflict(a: TaskState, b: TaskState) -> bool:
+    """True when holding ``a`` and ``b`` at once splits liveness decisions."""
+    if a is b or TaskState.UNKNOWN in (a, b):
+        return False
+    if a.is_terminal != b.is_terminal:
+        return True
+    return not a.is_terminal
+
+
+@dataclass
+class _Task:
+    beliefs: deque[Belief]
+    reported: set[tuple[DivergenceReason, str, str]] = field(default_factory=set)
+
+
+@dataclass
+class Stats:
+    spans: int = 0
+    beliefs: int = 0
+    errors: int = 0
+    findings: int = 0
+    tasks_evicted: int = 0
+
+
+class Correlator:
+    """Not thread-safe: callers serialise ``feed``/``add`` (the receiver holds a lock)."""
+
+    def __init__(
+        self,
+        *,
+        max_tasks: int = 10_000,
+        max_beliefs: int = 64,
+        max_traces: int = 10_000,
+        max_spans: int = 1_024,
+        grace: float = 1.0,
+    ) -> None:
+        if min(max_tasks, max_beliefs, max_traces, max_spans) < 1 or grace < 0:
+            raise ValueError("bounds must be >= 1 and grace >= 0")
+        self.max_tasks, self.max_beliefs = max_tasks, max_beliefs
+        self.max_traces, self.max_spans = max_traces, max_spans
+        self.grace_ns = int(grace * NANOS)
+        self.stats = Stats()
+        self._tasks: OrderedDict[str, _Task] = OrderedDict()
+        self._parents: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    @property
+    def tasks(self) -> int:
+        return len(self._tasks)
+
+    def feed(self, batch: Batch) -> list[Finding]:
+        """Links first (a parent's chain is known when it arrives), then beliefs in order."""
+        self.stats.spans += batch.spans
+        self.stats.errors += batch.errors
+        for link in batch.links:
+            self.link(link)
+        findings: list[Finding] = []
+        for belief in batch.beliefs:
+            findings.extend(self.add(belief))
+        return findings
+
+    def link(self, link: SpanLink) -> None:
+        spans = self._parents.get(link.trace_id)
+        if spans is None:
+            spans = self._parents[link.trace_id] = {}
+            while len(self._parents) > self.max_traces:
+                self._parents.popitem(last=False)
+        else:
+            self._parents.move_to_end(link.trace_id)
+        if len(spans) < self.max_spans:
+            spans[link.span_id] = link.parent_span_id
+
+    def add(self, belief: Belief) -> list[Finding]:
+        """Record ``belief`` and return the new (not yet reported) findings it completes."""
+        record = self._tasks.get(belief.task_id)
+        if record is None:
+            record = self._tasks[belief.task_id] = _Task(deque(maxlen=self.max_beliefs))
+            while len(self._tasks) > self.max_tasks:
+                self._tasks.popitem(last=False)
+                self.stats.tasks_evicted += 1
+        else:
+            self._tasks.move_to_end(belief.task_id)
+        if any(_same(belief, seen) for seen in record.beliefs):
+            return []  # a re-exported span (retry) or the same file read twice
+        self.stats.beliefs += 1
+        findings: list[Finding] = []
+        for seen in record.beliefs:
+            reason = self._judge(seen, belief)
+            if reason is None:
+                continue
+            first, second = sorted((seen, belief), key=lambda b: (b.start_ns, b.service))
+            lo, hi = sorted((first.service, second.service))
+            key = (reason, lo, hi)
+            if key in record.reported:
+                continue
+            record.reported.add(key)
+            findings.append(Finding(reason, belief.task_id, first, second))
+        record.beliefs.append(belief)
+        self.stats.findings += len(findings)
+        return findings
+
+    def _judge(self, x: Belief, y: Belief) -> DivergenceReason | None:
+        if x.state is TaskState.UNKNOWN or y.state is TaskState.UNKNOWN:
+            return None
+        if x.state is not y.state:
+            if (
+                x.service != y.service
+                and states_conflict(x.state, y.state)
+                and x.start_ns <= self._held_until(y)
+                and y.start_ns <= self._held_until(x)
+            ):
+                return DivergenceReason.CROSS_RUNTIME_CONFLICT
+            return None
+        if x.raw == y.raw:
+            return None
+        same_trace = bool(x.trace_id) and x.trace_id == y.trace_id
+        if x.service != y.service:
+            overlap = x.start_ns <= y.end_ns and y.start_ns <= x.end_ns
+            return DivergenceReason.RENORMALIZED_STATE if overlap or same_trace else None
+        if same_trace and (self._ancestor(x, y) or self._ancestor(y, x)):
+            return DivergenceReason.RENORMALIZED_STATE
+        return None
+
+    def _held_until(self, b: Belief) -> int:
+        return max(b.start_ns, b.end_ns - self.grace_ns) if b.superseded else b.end_ns
+
+    def _ancestor(self, old: Belief, young: Belief) -> bool:
+        """Is ``old``'s span an ancestor of ``young``'s (same trace)?"""
+        if not old.span_id or old.span_id == young.span_id:
+            return False
+        spans = self._parents.get(young.trace_id, {})
+        current = young.parent_span_id
+        for _ in range(_MAX_DEPTH):
+            if not current:
+                return False
+            if current == old.span_id:
+                return True
+            current = spans.get(current, "")
+        return False
+
+
+def _same(a: Belief, b: Belief) -> bool:
+    return (
+        a.span_id == b.span_id
+        and a.trace_id == b.trace_id
+        and a.start_ns == b.start_ns
+        and a.raw == b.raw
+        and a.service == b.service
+    )
+
+
+def correlate(batches: Iterable[Batch], correlator: Correlator | None = None) -> list[Finding]:
+    """All findings of ``batches``, fed in order (the offline analyzer)."""
+    c = correlator or Correlator()
+    findings: list[Finding] = []
+    for batch in batches:
+        findings.extend(c.feed(batch))
+    return findings

@@ -1,0 +1,230 @@
+"""OTLP JSON (``ExportTraceServiceRequest``) to beliefs. Pure, no OpenTelemetry import.
+
+Reads what the collector's file exporter writes (one request per line, ids in hex, 64-bit
+integers as strings) and what ``google.protobuf.json_format.MessageToDict`` makes of the
+protobuf form (ids in base64). Spans without ``a2a.task.id`` and a task state are not A2A
+observations and yield no belief, but every span's parent link is kept so chains can be
+followed across server spans. Nothing here raises on bad input: a malformed span is counted
+in ``Batch.errors`` and skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from otel_a2a.analyze.model import Batch, Belief, SpanLink
+from otel_a2a.protocol.states import TaskState, normalize_task_state
+
+SERVICE_NAME = "service.name"
+TASK_ID = "a2a.task.id"
+TASK_STATE = "a2a.task.state"
+TASK_STATE_RAW = "a2a.task.state.raw"
+AUTHORITATIVE = "a2a.observation.authoritative"
+OPERATION = "a2a.operation"
+AGENT_NAME = "a2a.agent.name"
+EVENT_TASK_STATUS = "a2a.task.status"
+UNKNOWN_SERVICE = "unknown_service"
+
+_HEX = re.compile(r"[0-9a-fA-F]*")
+_MAX_TEXT = 256  # ids, names and spellings are short; never hold a huge attribute value
+
+
+def _text(value: object) -> str:
+    return value[:_MAX_TEXT] if isinstance(value, str) else ""
+
+
+def normalize_id(value: object, size: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lowercase hex, from hex or base64; else ''."""
+    if not isinstance(value, str) or not value:
+        return ""
+    if len(value) == 2 * size and _HEX.fullmatch(value):
+        return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return ""
+    return raw.hex() if len(raw) == size else ""
+
+
+def _any_value(value: object) -> object:
+    """The scalar inside an OTLP ``AnyValue`` (string, bool, int, double); None otherwise."""
+    if not isinstance(value, Mapping):
+        return None
+    if "stringValue" in value:
+        return value["stringValue"] if isinstance(value["stringValue"], str) else None
+    if "boolValue" in value:
+        return value["boolValue"] if isinstance(value["boolValue"], bool) else None
+    if "intValue" in value:
+        number = value["intValue"]
+        if isinstance(number, int) and not isinstance(number, bool):
+            return number
+        if isinstance(number, str):
+            try:
+                return int(number)
+            except ValueError:
+                return None
+        return None
+    if "doubleValue" in value:
+        number = value["doubleValue"]
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return float(number)
+        return None
+    return None
+
+
+def attributes(items: object) -> dict[str, object]:
+    """OTLP ``KeyValue`` list to a dict of scalars; malformed entries are skipped."""
+    out: dict[str, object] = {}
+    if not isinstance(items, list):
+        return out
+    for item in items:
+        if isinstance(item, Mapping) and isinstance(item.get("key"), str):
+            value = _any_value(item.get("value"))
+            if value is not None:
+                out[item["key"]] = value
+    return out
+
+
+def _nanos(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            return None
+        return number if number >= 0 else None
+    return None
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _state(attrs: Mapping[str, object]) -> tuple[TaskState, str] | None:
+    """Canonical state and wire spelling; the spelling is the canonical one if not recorded."""
+    raw = attrs.get(TASK_STATE_RAW)
+    canonical = attrs.get(TASK_STATE)
+    if isinstance(raw, str) and raw:
+        return normalize_task_state(raw), raw[:_MAX_TEXT]
+    if isinstance(canonical, str) and canonical:
+        return normalize_task_state(canonical), canonical[:_MAX_TEXT]
+    return None
+
+
+def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
+    attrs = attributes(span.get("attributes"))
+    start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
+    if start is None:
+        return []
+    end = start if end is None or end < start else end
+    base = Belief(
+        service=service,
+        task_id="",
+        state=TaskState.UNKNOWN,
+        raw="",
+        authoritative=attrs.get(AUTHORITATIVE) is True,
+        start_ns=start,
+        end_ns=end,
+        span_name=_text(span.get("name")),
+        span_id=normalize_id(span.get("spanId"), 8),
+        trace_id=normalize_id(span.get("traceId"), 16),
+        parent_span_id=normalize_id(span.get("parentSpanId"), 8),
+        operation=_text(attrs.get(OPERATION)),
+        agent_name=_text(attrs.get(AGENT_NAME)),
+    )
+    beliefs: list[Belief] = []
+    # stream spans: one belief per a2a.task.status event, until the next one for that task
+    per_task: dict[str, list[tuple[int, TaskState, str]]] = {}
+    for event in _list(span.get("events")):
+        if not isinstance(event, Mapping) or event.get("name") != EVENT_TASK_STATUS:
+            continue
+        event_attrs = attributes(event.get("attributes"))
+        event_task, reading = _text(event_attrs.get(TASK_ID)), _state(event_attrs)
+        when = _nanos(event.get("timeUnixNano"))
+        if event_task and reading is not None and when is not None:
+            per_task.setdefault(event_task, []).append((min(max(when, start), end), *reading))
+    for event_task, events in per_task.items():
+        events.sort(key=lambda e: e[0])
+        for i, (when, event_state, raw) in enumerate(events):
+            last = i == len(events) - 1
+            until = end if last else events[i + 1][0]
+            beliefs.append(
+                base._replace(
+                    task_id=event_task,
+                    state=event_state,
+                    raw=raw,
+                    start_ns=when,
+                    end_ns=until,
+                    superseded=not last,
+                )
+            )
+    task_id, state = _text(attrs.get(TASK_ID)), _state(attrs)
+    if task_id and state is not None:
+        seen = per_task.get(task_id)
+        if not seen:
+            beliefs.append(base._replace(task_id=task_id, state=state[0], raw=state[1]))
+        elif (seen[-1][1], seen[-1][2]) != state:
+            # the final state came in a frame that is not a status event (a Task): at the end
+            beliefs.append(
+                base._replace(task_id=task_id, state=state[0], raw=state[1], start_ns=end)
+            )
+    return beliefs
+
+
+def parse_request(doc: object) -> Batch:
+    """Beliefs and parent links of one ``ExportTraceServiceRequest`` in OTLP JSON form."""
+    beliefs: list[Belief] = []
+    links: list[SpanLink] = []
+    spans = errors = 0
+    if not isinstance(doc, Mapping):
+        return Batch(beliefs, links, 0, 1)
+    for resource_spans in _list(doc.get("resourceSpans")):
+        if not isinstance(resource_spans, Mapping):
+            errors += 1
+            continue
+        resource = resource_spans.get("resource")
+        resource_attrs = (
+            attributes(resource.get("attributes")) if isinstance(resource, Mapping) else {}
+        )
+        service = _text(resource_attrs.get(SERVICE_NAME)) or UNKNOWN_SERVICE
+        for scope_spans in _list(resource_spans.get("scopeSpans")):
+            if not isinstance(scope_spans, Mapping):
+                errors += 1
+                continue
+            for span in _list(scope_spans.get("spans")):
+                spans += 1
+                if not isinstance(span, Mapping):
+                    errors += 1
+                    continue
+                try:
+                    trace_id = normalize_id(span.get("traceId"), 16)
+                    span_id = normalize_id(span.get("spanId"), 8)
+                    parent = normalize_id(span.get("parentSpanId"), 8)
+                    if trace_id and span_id and parent:
+                        links.append(SpanLink(trace_id, span_id, parent))
+                    beliefs.extend(_span_beliefs(span, service))
+                except Exception:  # never raise on input, whatever its shape
+                    errors += 1
+    return Batch(beliefs, links, spans, errors)
+
+
+def parse_lines(lines: Iterable[str]) -> Iterator[Batch]:
+    """One batch per non-empty line (the file exporter's format); a bad line is one error."""
+    for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            yield Batch([], [], 0, 1)
+            continue
+        yield parse_request(doc)

@@ -1,0 +1,384 @@
+"""``otel-a2a detector``: a live OTLP/HTTP trace receiver running the cross-runtime analysis.
+
+``POST /v1/traces`` with ``application/json`` (OTLP JSON) or ``application/x-protobuf``
+(``ExportTraceServiceRequest``, turned into the same JSON form with ``MessageToDict``), gzip
+allowed. Bodies are bounded (413 beyond ``max_body``), malformed ones answered 400, and nothing
+a client sends can stop the server. Findings are handed to a callback as they happen and
+counted on the ``a2a.divergence`` counter (DESIGN §4) of a private SDK meter provider, served
+for Prometheus when a metrics port is given. ``--dump`` appends every accepted request as one
+OTLP JSON line, the collector file exporter's format, for ``otel-a2a analyze``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import zlib
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import IO, Any
+
+from otel_a2a.analyze.correlate import Correlator
+from otel_a2a.analyze.model import Finding
+from otel_a2a.analyze.otlp import normalize_id, parse_request
+from otel_a2a.version import __version__
+
+_log = logging.getLogger("otel_a2a.detector")
+
+TRACES_PATH = "/v1/traces"
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+MAX_AGENT_NAMES = 100
+OTHER = "_OTHER"
+
+
+class BadRequest(ValueError):
+    """The body is not an OTLP trace export request."""
+
+
+def _hex_ids(doc: dict[str, Any]) -> dict[str, Any]:
+    """``MessageToDict`` writes bytes ids in base64; OTLP JSON (and the file exporter) in hex."""
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for owner in (span, *span.get("links", [])):
+                    for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
+                        if key in owner:
+                            owner[key] = normalize_id(owner[key], size)
+    return doc
+
+
+def decode_body(body: bytes, content_type: str) -> dict[str, Any]:
+    """The OTLP JSON form of an export request body; raises :class:`BadRequest`."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind == "application/json":
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise BadRequest(f"invalid JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise BadRequest("an ExportTraceServiceRequest JSON object is required")
+        return doc
+    if kind == "application/x-protobuf":
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped, unused-ignore]
+        from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        try:
+            message = ExportTraceServiceRequest.FromString(body)
+        except (DecodeError, RecursionError, ValueError) as exc:
+            raise BadRequest(f"invalid protobuf: {exc}") from None
+        return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
+    raise BadRequest(f"unsupported content type {kind!r}")
+
+
+class _Labels:
+    """Caps ``a2a.agent.name`` values on the metric (DESIGN §4)."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        if name in self._seen or len(self._seen) < MAX_AGENT_NAMES:
+            self._seen.add(name)
+            return name
+        return OTHER
+
+
+class Detector:
+    """The analysis behind the receiver: thread-safe, findings to ``on_finding`` and a metric."""
+
+    def __init__(
+        self,
+        correlator: Correlator,
+        on_finding: Callable[[Finding], None] | None = None,
+        *,
+        dump: IO[str] | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+    ) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+
+        self.correlator = correlator
+        self.findings: list[Finding] = []
+        self.requests = 0
+        self._on_finding = on_finding
+        self._dump = dump
+        self._lock = threading.Lock()
+        self._labels = _Labels()
+        self._metrics_server: Any = None
+        self.metrics_port: int | None = None
+        readers = []
+        if metrics_port is not None:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import CollectorRegistry, start_http_server
+
+            registry = CollectorRegistry()
+            readers.append(PrometheusMetricReader(registry=registry))
+            server, _thread = start_http_server(metrics_port, addr=metrics_host, registry=registry)
+            self._metrics_server = server
+            self.metrics_port = int(server.server_port)
+        self._provider = MeterProvider(metric_readers=readers)
+        self._counter = self._provider.get_meter("otel_a2a", __version__).create_counter(
+            "a2a.divergence",
+            unit="{divergence}",
+            description="Divergent liveness decisions and observations, by reason",
+        )
+        self._max_findings = 10_000
+
+    def ingest(self, doc: dict[str, Any]) -> list[Finding]:
+        """Analyse one export request (OTLP JSON form); never raises on its content."""
+        batch = parse_request(doc)
+        with self._lock:
+            self.requests += 1
+            if self._dump is not None:
+                self._dump.write(json.dumps(doc, separators=(",", ":")) + "\n")
+                self._dump.flush()
+            findings = self.correlator.feed(batch)
+            for finding in findings:
+                if len(self.findings) < self._max_findings:
+                    self.findings.append(finding)
+                attrs = {"a2a.divergence.reason": finding.reason.value}
+                b = finding.b
+                operation = b.operation or b.span_name.removeprefix("A2A ").strip()
+                if operation:
+                    attrs["a2a.operation"] = operation
+                if b.agent_name:
+                    attrs["a2a.agent.name"] = self._labels(b.agent_name)
+                self._counter.add(1, attrs)
+                if self._on_finding is not None:
+                    try:
+                        self._on_finding(finding)
+                    except Exception:
+                        _log.exception("finding callback failed")
+        return findings
+
+    def close(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+        self._provider.shutdown()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+    protocol_version = "HTTP/1.1"
+    timeout = 30  # a stalled client releases its thread
+    server_version = "otel-a2a-detector/" + __version__
+    _consumed = False  # whether this request's body was read (else drained before answering)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("%s " + format, self.address_string(), *args)
+
+    def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:  # tell the client, or it reuses a socket about to close
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        # OTLP/HTTP: errors carry a google.rpc.Status; JSON is readable by every client
+        if not self._consumed:
+            length = (self.headers.get("Content-Length") or "").strip()
+            if length.isdigit():
+                self._drain(int(length), 8 * self.server.max_body)
+        body = json.dumps({"code": status.value, "message": message}).encode()
+        self.close_connection = True
+        self._reply(status, body, "application/json")
+
+    def _drain(self, length: int, most: int) -> None:
+        """Read and drop a refused body (up to ``most`` bytes), so that the client still gets
+        the answer: closing a socket with unread data resets the connection instead."""
+        self._consumed = True
+        left = min(length, most)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 64 * 1024))
+            if not chunk:
+                return
+            left -= len(chunk)
+
+    def do_GET(self) -> None:
+        self._consumed = False
+        self._error(
+            HTTPStatus.NOT_FOUND if self.path != TRACES_PATH else HTTPStatus.METHOD_NOT_ALLOWED,
+            "POST OTLP traces to /v1/traces",
+        )
+
+    def do_POST(self) -> None:
+        self._consumed = False
+        try:
+            self._post()
+        except Exception as exc:  # never let one request take the receiver down
+            _log.exception("request failed")
+            with contextlib.suppress(OSError):
+                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, type(exc).__name__)
+
+    def _post(self) -> None:
+        if self.path.split("?", 1)[0] != TRACES_PATH:
+            self._error(HTTPStatus.NOT_FOUND, "POST OTLP traces to /v1/traces")
+            return
+        limit = self.server.max_body
+        length_text = self.headers.get("Content-Length")
+        if length_text is None or not length_text.strip().isdigit():
+            self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required")
+            return
+        length = int(length_text)
+        if length > limit:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
+            return
+        body = self.rfile.read(length)
+        self._consumed = True
+        if len(body) != length:
+            self._error(HTTPStatus.BAD_REQUEST, "truncated body")
+            return
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding == "gzip":
+            inflater = zlib.decompressobj(wbits=31)
+            try:
+                body = inflater.decompress(body, limit + 1)
+            except zlib.error:
+                self._error(HTTPStatus.BAD_REQUEST, "invalid gzip body")
+                return
+            if len(body) > limit or inflater.unconsumed_tail:
+                self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
+                return
+        elif encoding != "identity":
+            self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"unsupported encoding {encoding!r}")
+            return
+        content_type = self.headers.get("Content-Type") or ""
+        try:
+            doc = decode_body(body, content_type)
+        except BadRequest as exc:
+            status = (
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE
+                if str(exc).startswith("unsupported")
+                else HTTPStatus.BAD_REQUEST
+            )
+            self._error(status, str(exc))
+            return
+        self.server.detector.ingest(doc)
+        if content_type.lower().startswith("application/x-protobuf"):
+            self._reply(HTTPStatus.OK, b"", "application/x-protobuf")  # empty response message
+        else:
+            self._reply(HTTPStatus.OK, b"{}", "application/json")
+
+
+class Receiver(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` on ``host:port`` (0 picks a free port) feeding ``detector``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        detector: Detector,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.detector = detector
+        self.max_body = max_body
+        super().__init__((host, port), _Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def start(self) -> threading.Thread:
+        """Serve on a background thread (stop with ``stop``)."""
+        thread = threading.Thread(target=self.serve_forever, name="otel-a2a-detector", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4318,
+    metrics_port: int | None = None,
+    dump_path: str | None = None,
+    as_json: bool = False,
+    max_body: int = DEFAULT_MAX_BODY,
+    correlator: Correlator | None = None,
+) -> int:
+    """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command."""
+    import signal
+    import sys
+
+    from otel_a2a.analyze.model import finding_json, render_finding
+
+    def emit(finding: Finding) -> None:
+        line = json.dumps(finding_json(finding)) if as_json else render_finding(finding)
+        print(line, flush=True)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    try:
+        dump = open(dump_path, "a", encoding="utf-8") if dump_path else None  # noqa: SIM115
+    except OSError as exc:
+        print(f"otel-a2a detector: cannot open dump file: {exc}", file=sys.stderr)
+        return 2
+    detector: Detector | None = None
+    receiver: Receiver | None = None
+    try:
+        detector = Detector(
+            correlator or Correlator(),
+            emit,
+            dump=dump,
+            metrics_port=metrics_port,
+            metrics_host=host,
+        )
+        receiver = Receiver(detector, host, port, max_body=max_body)
+    except OSError as exc:
+        print(f"otel-a2a detector: cannot listen: {exc}", file=sys.stderr)
+        if detector is not None:
+            detector.close()
+        if dump is not None:
+            dump.close()
+        return 2
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        receiver.start()
+        print(
+            f"otel-a2a detector: OTLP/HTTP on http://{host}:{receiver.port}{TRACES_PATH}"
+            + (
+                f", metrics on http://{host}:{detector.metrics_port}/metrics"
+                if detector.metrics_port
+                else ""
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        receiver.stop()
+        detector.close()
+        if dump is not None:
+            dump.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stats = detector.correlator.stats
+    print(
+        f"otel-a2a detector: stopped after {detector.requests} requests, {stats.spans} spans, "
+        f"{stats.beliefs} task beliefs, {stats.findings} findings",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,85 @@
+"""``otel-a2a analyze FILE…``: report, ``--json`` and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from otel_a2a.cli import main
+from tests.analyze.samples import request, span
+
+GATEWAY = request(
+    "gateway",
+    span("t1", "TASK_STATE_FAILED", 0, 10, span_id="cccccccccccccccc", parent="bbbbbbbbbbbbbbbb"),
+    span("t2", "TASK_STATE_WORKING", 0, 10, span_id="dddddddddddddddd"),
+)
+ORCHESTRATOR = request(
+    "orchestrator",
+    span("t1", "TASK_STATE_WORKING", 0, 20, span_id="aaaaaaaaaaaaaaaa"),
+    span("t2", "Working", 2, 8, span_id="eeeeeeeeeeeeeeee"),
+)
+
+
+def _write(path: Path, *docs: object, junk: str = "") -> str:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs) + junk)
+    return str(path)
+
+
+def test_findings_exit_1_with_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _write(tmp_path / "gateway.json", GATEWAY)
+    b = _write(tmp_path / "orchestrator.json", ORCHESTRATOR, junk="{broken\n")
+    assert main(["analyze", a, b]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("task t1: cross_runtime_conflict: gateway failed")
+    assert "orchestrator working ('TASK_STATE_WORKING'" in lines[0]
+    assert lines[1].startswith("task t2: renormalized_state: gateway working")
+    assert "'Working'" in lines[1]
+    assert "skipped 1 unreadable line" in captured.err
+    assert "4 spans, 4 task beliefs, 2 tasks, 2 findings" in captured.err
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "all.json", GATEWAY, ORCHESTRATOR)
+    assert main(["analyze", "--json", path]) == 1
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [f["reason"] for f in found] == ["cross_runtime_conflict", "renormalized_state"]
+    conflict = found[0]
+    assert conflict["task_id"] == "t1"
+    assert conflict["services"] == ["gateway", "orchestrator"]
+    assert conflict["a"]["state"] == "failed" and conflict["b"]["state_raw"] == "TASK_STATE_WORKING"
+    assert conflict["a"]["start"].endswith("Z") and conflict["a"]["span_id"] == "cccccccccccccccc"
+
+
+def test_no_finding_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "one.json", GATEWAY)
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert main(["analyze", path, str(empty)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_unreadable_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("hello\nworld\n")
+    assert main(["analyze", str(garbage)]) == 2
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00junk")
+    assert main(["analyze", str(binary)]) == 2
+    # findings in a good file still print, but the exit code says an input was unreadable
+    good = _write(tmp_path / "good.json", GATEWAY, ORCHESTRATOR)
+    assert main(["analyze", good, str(garbage)]) == 2
+    assert "cross_runtime_conflict" in capsys.readouterr().out
+
+
+def test_bad_options_exit_2(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", "--max-tasks", "0", str(tmp_path)])
+    assert exc.value.code == 2

@@ -1,0 +1,231 @@
+"""The real path: two instrumented processes export over OTLP/HTTP protobuf to the detector.
+
+A "gateway" process and an "orchestrator" process (both plain httpx clients instrumented only
+by ``OTEL_A2A_ENABLED=true``, each with its own ``OTEL_SERVICE_NAME``) read the same tasks at
+the same time from two loopback A2A agents that disagree: for one task the gateway's agent
+spells ``TASK_STATE_WORKING`` and the orchestrator's ``Working`` (renormalised at a
+boundary); for the other the gateway's agent says ``TASK_STATE_FAILED`` while the
+orchestrator's still says ``TASK_STATE_WORKING`` (the seeded incident's split brain). The
+agents hold each answer until both processes asked (a barrier), so the spans overlap in time.
+``otel-a2a detector`` runs as a subprocess and must print both findings, count them on
+``a2a_divergence_total``, stop cleanly on SIGINT and leave a dump that ``otel-a2a analyze``
+reads back to the same findings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+
+from otel_a2a.cli import main
+
+CLIENT = Path(__file__).with_name("view_client.py")
+DEADLINE = 60.0
+
+
+class _Agents:
+    """Two loopback A2A agents answering GetTask from a table; each answer waits for both."""
+
+    def __init__(self, answers: dict[str, dict[str, str]]) -> None:
+        self.answers = answers
+        self.barriers = {task: threading.Barrier(2, timeout=DEADLINE) for task in answers}
+        self.servers = {view: self._server(view) for view in ("gateway", "orchestrator")}
+        for server in self.servers.values():
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def url(self, view: str) -> str:
+        return f"http://127.0.0.1:{self.servers[view].server_address[1]}"
+
+    def _server(self, view: str) -> ThreadingHTTPServer:
+        agents = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                task_id = body["params"]["id"]
+                try:
+                    agents.barriers[task_id].wait()  # both processes are mid-request now
+                except threading.BrokenBarrierError:
+                    self.send_error(500, "the other process never asked")
+                    return
+                task = {
+                    "id": task_id,
+                    "contextId": "ctx-" + task_id,
+                    "status": {"state": agents.answers[task_id][view]},
+                }
+                payload = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": task})
+                data = payload.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        return server
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.shutdown()
+            server.server_close()
+
+
+class _Lines:
+    """Lines of a subprocess stream, collected by a thread, awaited with a deadline."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+
+    def wait_for(self, found: Callable[[list[str]], bool], what: str) -> list[str]:
+        deadline = time.monotonic() + DEADLINE
+        while not found(self.seen):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out waiting for {what}; got {self.seen}")
+            try:
+                self.seen.append(self._queue.get(timeout=min(left, 1.0)))
+            except queue.Empty:
+                continue
+        return self.seen
+
+
+def _client_env(service: str, endpoint: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_A2A_ENABLED="true",
+        OTEL_SERVICE_NAME=service,
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+    )
+    return env
+
+
+@pytest.fixture
+def detector(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], _Lines, _Lines, Path]]:
+    dump = tmp_path / "spans.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    argv = [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"]
+    proc = subprocess.Popen(
+        [*argv, "--metrics-port", "0", "--dump", str(dump)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        yield proc, _Lines(proc.stdout), _Lines(proc.stderr), dump
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_detector_finds_the_split_brain_of_two_real_processes(
+    detector: tuple[subprocess.Popen[str], _Lines, _Lines, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    proc, out, err, dump = detector
+    banner = err.wait_for(lambda seen: any("OTLP/HTTP on" in s for s in seen), "the banner")
+    match = re.search(
+        r"OTLP/HTTP on (http://127\.0\.0\.1:\d+)/v1/traces.*metrics on (\S+)", banner[0]
+    )
+    assert match, banner
+    endpoint, metrics_url = match.group(1), match.group(2)
+
+    renorm, conflict = f"renorm-{uuid.uuid4()}", f"conflict-{uuid.uuid4()}"
+    agents = _Agents(
+        {
+            renorm: {"gateway": "TASK_STATE_WORKING", "orchestrator": "Working"},
+            conflict: {"gateway": "TASK_STATE_FAILED", "orchestrator": "TASK_STATE_WORKING"},
+        }
+    )
+    try:
+        clients = [
+            subprocess.Popen(
+                [sys.executable, str(CLIENT), agents.url(view), renorm, conflict],
+                env=_client_env(view, endpoint),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for view in ("gateway", "orchestrator")
+        ]
+        for client in clients:
+            stdout, stderr = client.communicate(timeout=DEADLINE)
+            assert client.returncode == 0, stderr
+            assert stdout.count("TASK ") == 2, stdout
+    finally:
+        agents.close()
+
+    def both(seen: list[str]) -> bool:
+        return any("cross_runtime_conflict" in s for s in seen) and any(
+            "renormalized_state" in s for s in seen
+        )
+
+    lines = out.wait_for(both, "both findings")
+    conflict_line = next(s for s in lines if "cross_runtime_conflict" in s)
+    assert conflict_line.startswith(f"task {conflict}: cross_runtime_conflict: ")
+    assert "gateway failed ('TASK_STATE_FAILED'" in conflict_line
+    assert "orchestrator working ('TASK_STATE_WORKING'" in conflict_line
+    renorm_line = next(s for s in lines if "renormalized_state" in s)
+    assert renorm_line.startswith(f"task {renorm}: renormalized_state: ")
+    assert "'TASK_STATE_WORKING'" in renorm_line and "'Working'" in renorm_line
+    assert len(lines) == 2, lines  # deduplicated, nothing else
+
+    metrics = httpx.get(metrics_url, timeout=10).text
+    counted = {
+        reason: [
+            line
+            for line in metrics.splitlines()
+            if line.startswith("a2a_divergence_total{") and f'"{reason}"' in line
+        ]
+        for reason in ("cross_runtime_conflict", "renormalized_state")
+    }
+    for reason, found in counted.items():
+        assert len(found) == 1 and found[0].endswith(" 1.0"), (reason, metrics)
+        assert 'a2a_operation="GetTask"' in found[0]
+
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=DEADLINE) == 0
+    err.wait_for(lambda seen: any("stopped after" in s for s in seen), "the shutdown summary")
+    assert not any("Traceback" in s for s in err.seen), err.seen
+
+    assert main(["analyze", "--json", str(dump)]) == 1
+    offline = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted((f["reason"], f["task_id"]) for f in offline) == [
+        ("cross_runtime_conflict", conflict),
+        ("renormalized_state", renorm),
+    ]
+    services = {tuple(sorted(f["services"])) for f in offline}
+    assert services == {("gateway", "orchestrator")}

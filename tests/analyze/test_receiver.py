@@ -1,0 +1,134 @@
+"""The live OTLP/HTTP receiver, in process: JSON, protobuf, gzip, bad input, metric, dump."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google.protobuf.json_format import ParseDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_a2a.analyze import Correlator, Finding
+from otel_a2a.analyze.receiver import Detector, Receiver
+from otel_a2a.cli import main
+from tests.analyze.samples import request, span
+
+GATEWAY = request("gateway", span("t1", "TASK_STATE_FAILED", 0, 10, span_id="cccccccccccccccc"))
+ORCHESTRATOR = request(
+    "orchestrator",
+    span("t1", "TASK_STATE_WORKING", 0, 20, span_id="aaaaaaaaaaaaaaaa", parent="bbbbbbbbbbbbbbbb"),
+)
+
+
+def to_protobuf(doc: dict[str, Any]) -> bytes:
+    """OTLP JSON (hex ids) to the binary form an SDK exporter sends (bytes ids)."""
+    doc = copy.deepcopy(doc)
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for s in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in s:
+                        s[key] = base64.b64encode(bytes.fromhex(s[key])).decode()
+    message = ExportTraceServiceRequest()
+    ParseDict(doc, message)
+    return bytes(message.SerializeToString())
+
+
+class Running:
+    def __init__(self, tmp_path: Path) -> None:
+        self.found: list[Finding] = []
+        self.dump_path = tmp_path / "dump.jsonl"
+        self.dump = open(self.dump_path, "w", encoding="utf-8")  # noqa: SIM115
+        self.detector = Detector(Correlator(), self.found.append, dump=self.dump, metrics_port=0)
+        self.receiver = Receiver(self.detector, "127.0.0.1", 0, max_body=64 * 1024)
+        self.receiver.start()
+        self.url = f"http://127.0.0.1:{self.receiver.port}/v1/traces"
+        self.client = httpx.Client(timeout=10)
+
+    def post(self, body: bytes, content_type: str, **headers: str) -> httpx.Response:
+        return self.client.post(
+            self.url, content=body, headers={"Content-Type": content_type, **headers}
+        )
+
+    def close(self) -> None:
+        self.client.close()
+        self.receiver.stop()
+        self.detector.close()
+        self.dump.close()
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Running]:
+    r = Running(tmp_path)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def test_json_and_protobuf_requests_are_correlated(running: Running) -> None:
+    first = running.post(json.dumps(GATEWAY).encode(), "application/json")
+    assert first.status_code == 200 and first.json() == {}
+    assert running.found == []
+    second = running.post(to_protobuf(ORCHESTRATOR), "application/x-protobuf")
+    assert second.status_code == 200
+    assert second.headers["content-type"] == "application/x-protobuf" and second.content == b""
+    (finding,) = running.found
+    assert finding.reason.value == "cross_runtime_conflict"
+    assert finding.services == ("gateway", "orchestrator")
+    assert finding.b.span_id == "aaaaaaaaaaaaaaaa"  # protobuf ids read back as hex
+    metrics = httpx.get(f"http://127.0.0.1:{running.detector.metrics_port}/metrics").text
+    lines = [x for x in metrics.splitlines() if x.startswith("a2a_divergence_total{")]
+    assert len(lines) == 1, metrics
+    assert 'a2a_divergence_reason="cross_runtime_conflict"' in lines[0]
+    assert 'a2a_operation="GetTask"' in lines[0] and lines[0].endswith(" 1.0")
+
+
+def test_gzip_body(running: Running) -> None:
+    body = gzip.compress(json.dumps(GATEWAY).encode())
+    assert running.post(body, "application/json", **{"Content-Encoding": "gzip"}).status_code == 200
+    assert running.detector.correlator.stats.beliefs == 1
+
+
+def test_bad_requests_are_refused_and_the_receiver_keeps_serving(running: Running) -> None:
+    big = b"{" + b" " * (64 * 1024) + b"}"
+    bomb = gzip.compress(b" " * (1024 * 1024))
+    cases = [
+        (running.post(b"{not json", "application/json"), 400),
+        (running.post(b"[1, 2]", "application/json"), 400),
+        (running.post(b"\xff\xff\xff\xff", "application/x-protobuf"), 400),
+        (running.post(b"{}", "text/plain"), 415),
+        (running.post(big, "application/json"), 413),
+        (running.post(bomb, "application/json", **{"Content-Encoding": "gzip"}), 413),
+        (running.post(b"xx", "application/json", **{"Content-Encoding": "gzip"}), 400),
+        (running.post(b"{}", "application/json", **{"Content-Encoding": "br"}), 415),
+        (running.client.post(running.url.replace("traces", "logs"), content=b"{}"), 404),
+        (running.client.get(running.url), 405),
+    ]
+    assert [r.status_code for r, _ in cases] == [code for _, code in cases]
+    assert running.post(b'{"resourceSpans": "odd"}', "application/json").status_code == 200
+    assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+    assert running.detector.requests == 2
+
+
+def test_dump_is_analyzable_offline(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    running.post(to_protobuf(GATEWAY), "application/x-protobuf")
+    running.post(json.dumps(ORCHESTRATOR).encode(), "application/json")
+    running.dump.flush()
+    lines = running.dump_path.read_text().splitlines()
+    assert len(lines) == 2
+    span0 = json.loads(lines[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert span0["spanId"] == "cccccccccccccccc"  # hex, as the collector file exporter writes
+    assert (
+        span0["startTimeUnixNano"]
+        == GATEWAY["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"]
+    )
+    assert main(["analyze", str(running.dump_path)]) == 1
+    assert "cross_runtime_conflict" in capsys.readouterr().out

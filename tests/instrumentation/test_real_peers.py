@@ -1,0 +1,552 @@
+"""Spans, events and metrics against the two real SDK servers, driven by the a2a-sdk client.
+
+Both peers (a2a-sdk 1.3 under uvicorn, @a2a-js/sdk 1.3 under Node; ``tests/conftest.py``) over
+v1.0 JSON-RPC, v1.0 HTTP+JSON and v0.3 JSON-RPC. Nothing is mocked: the wire is whatever the
+SDKs put on it, and every expected value is either a contract constant (DESIGN §3/§4) or read
+from what the application itself received (the card's ``ETag`` header, the task the SDK
+client decoded). No sleeps: every wait is on an event the peer sends.
+
+The a2a-sdk client picks the v1.0 interface whenever the card offers one; v0.3 JSON-RPC is
+selected by handing the factory the same card with only its 0.3 JSON-RPC interface (both peers
+declare one), which is what a client pinned to 0.3 sees. v0.3 JSON-RPC has no ``tasks/list``
+(the SDK refuses it locally, no request leaves), so ListTasks is exercised on v1.0 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.sdk.trace import ReadableSpan
+
+from tests.instrumentation.conftest import Harness, divergences
+
+T = TypeVar("T")
+
+PEERS = ["python", pytest.param("node", marks=pytest.mark.node)]
+HEARTBEAT = 30.0  # both peers' card extension urn:otel-a2a:heartbeat:v1
+TIMEOUT = 20.0  # whole-scenario guard; every scenario finishes in well under a second
+
+
+@dataclass(frozen=True)
+class Mode:
+    binding: str
+    version: str
+
+    @property
+    def jsonrpc(self) -> bool:
+        return self.binding == "JSONRPC"
+
+
+MODES = [
+    pytest.param(Mode("JSONRPC", "1.0"), id="jsonrpc-1.0"),
+    pytest.param(Mode("HTTP+JSON", "1.0"), id="rest-1.0"),
+    pytest.param(Mode("JSONRPC", "0.3"), id="jsonrpc-0.3"),
+]
+V03_METHODS = {
+    "SendMessage": "message/send",
+    "SendStreamingMessage": "message/stream",
+    "GetTask": "tasks/get",
+    "CancelTask": "tasks/cancel",
+    "SubscribeToTask": "tasks/resubscribe",
+}
+
+
+@pytest.fixture(params=PEERS)
+def peer(request: pytest.FixtureRequest) -> str:
+    """Base URL of the session's Python or Node peer (Node fails loudly under CI=true)."""
+    base: str = request.getfixturevalue(f"{request.param}_peer")
+    return base
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> Mode:
+    value: Mode = request.param
+    return value
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def run(coro: Awaitable[T]) -> T:
+    async def guarded() -> T:
+        return await asyncio.wait_for(coro, TIMEOUT)
+
+    return asyncio.run(guarded())
+
+
+def card_url(base: str) -> str:
+    return base + "/.well-known/agent-card.json"
+
+
+def card_etag(base: str) -> str:
+    """The card's ``ETag`` header, read with otel-a2a suppressed (no span, no registry entry)."""
+    with suppress_instrumentation(), httpx.Client(timeout=10.0) as http:
+        response = http.get(card_url(base))
+    assert response.status_code == 200
+    return str(response.headers["etag"])
+
+
+def canonical(state: int) -> str:
+    """``TaskState.TASK_STATE_INPUT_REQUIRED`` → ``input-required`` (DESIGN §1 vocabulary)."""
+    name: str = TaskState.Name(state)
+    return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def wire(mode: Mode, state: str) -> str:
+    """The exact spelling the peer puts on the wire for ``state`` under ``mode``."""
+    if mode.version == "0.3" and mode.jsonrpc:
+        return state
+    return "TASK_STATE_" + state.upper().replace("-", "_")
+
+
+def message(text: str, task: Task | None = None) -> SendMessageRequest:
+    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    if task is not None:
+        msg.task_id = task.id
+        msg.context_id = task.context_id
+    return SendMessageRequest(message=msg)
+
+
+def background(text: str) -> SendMessageRequest:
+    """A message answered as soon as the task exists (``returnImmediately``)."""
+    request = message(text)
+    request.configuration.return_immediately = True
+    return request
+
+
+def for_mode(card: AgentCard, mode: Mode) -> AgentCard:
+    """``card`` with only the interface ``mode`` names, so the factory cannot pick another."""
+    chosen = AgentCard()
+    chosen.CopyFrom(card)
+    keep = [
+        i
+        for i in card.supported_interfaces
+        if i.protocol_binding == mode.binding and i.protocol_version == mode.version
+    ]
+    assert len(keep) == 1, f"the peer's card declares no {mode}"
+    del chosen.supported_interfaces[:]
+    chosen.supported_interfaces.extend(keep)
+    return chosen
+
+
+async def clients(http: httpx.AsyncClient, card: AgentCard, mode: Mode) -> tuple[Client, Client]:
+    """A non-streaming and a streaming a2a-sdk client on the interface of ``mode``."""
+    selected = for_mode(card, mode)
+    made = []
+    for streaming in (False, True):
+        config = ClientConfig(
+            streaming=streaming, supported_protocol_bindings=[mode.binding], httpx_client=http
+        )
+        made.append(await create_client(selected, client_config=config))
+    return made[0], made[1]
+
+
+async def only_task(events: AsyncIterator[StreamResponse]) -> Task:
+    received = [e async for e in events]
+    assert len(received) == 1 and received[0].HasField("task"), received
+    return received[0].task
+
+
+@dataclass(frozen=True)
+class Agent:
+    base: str
+    name: str
+    etag: str
+
+
+def task_attrs(
+    agent: Agent, mode: Mode, op: str, task: Task, state: str, *, decision: bool = False
+) -> dict[str, Any]:
+    """The exact attribute set of a task span that carried ``task`` in ``state``."""
+    attrs: dict[str, Any] = {
+        "rpc.system": "a2a",
+        "rpc.method": op,
+        "a2a.operation": op,
+        "a2a.protocol.version": mode.version,
+        "a2a.binding": mode.binding,
+        "a2a.agent.url": agent.base,
+        "a2a.agent.name": agent.name,
+        "a2a.card.etag": agent.etag,
+        "a2a.task.id": task.id,
+        "a2a.context.id": task.context_id,
+        "a2a.task.state": state,
+        "a2a.task.state.raw": wire(mode, state),
+        "a2a.observation.authoritative": True,
+        "http.response.status_code": 200,
+    }
+    if mode.jsonrpc:
+        attrs["a2a.jsonrpc.method"] = op if mode.version == "1.0" else V03_METHODS[op]
+    if decision:
+        attrs["a2a.liveness.decision"] = True
+    return attrs
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def status_events(span: ReadableSpan) -> list[tuple[str, str, str]]:
+    return [
+        (
+            str(e.attributes["a2a.task.id"]),
+            str(e.attributes["a2a.task.state"]),
+            str(e.attributes["a2a.task.state.raw"]),
+        )
+        for e in span.events
+        if e.name == "a2a.task.status" and e.attributes
+    ]
+
+
+def streamed_updates(mode: Mode, events: list[StreamResponse]) -> list[tuple[str, str, str]]:
+    """What the ``a2a.task.status`` events must be: one per status update the app received."""
+    out = []
+    for event in events:
+        if event.HasField("status_update"):
+            state = canonical(event.status_update.status.state)
+            out.append((event.status_update.task_id, state, wire(mode, state)))
+    return out
+
+
+def tracked(otel: Harness) -> dict[str, float]:
+    return {str(a["a2a.task.state.class"]): v for a, v in otel.points("a2a.tasks.tracked")}
+
+
+async def resolve(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Agent]:
+    """Fetch the card through the instrumented client (the agent's etag and name are learnt)."""
+    etag = card_etag(base)
+    card = await A2ACardResolver(http, base).get_agent_card()
+    return card, Agent(base, card.name, etag)
+
+
+# -- card -------------------------------------------------------------------------------------
+
+
+def test_card_fetch_and_304_revalidation(otel: Harness, peer: str) -> None:
+    async def scenario() -> tuple[AgentCard, list[httpx.Response]]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card = await A2ACardResolver(http, peer).get_agent_card()
+            first = await http.get(card_url(peer))
+            again = await http.get(card_url(peer), headers={"If-None-Match": first.headers["etag"]})
+        return card, [first, again]
+
+    card, (first, again) = run(scenario())
+    etag = first.headers["etag"]
+    assert etag.startswith('W/"')
+    assert again.status_code == 304 and again.content == b""
+
+    spans = otel.spans("A2A GetAgentCard")
+    assert len(spans) == 3 and otel.spans() == spans
+    expected = {
+        "rpc.system": "a2a",
+        "rpc.method": "GetAgentCard",
+        "a2a.operation": "GetAgentCard",
+        "a2a.binding": "HTTP+JSON",
+        "a2a.agent.url": peer,
+        "a2a.agent.name": card.name,
+        "a2a.card.version": "1.0.0",
+        "a2a.card.streaming": True,
+        "a2a.card.etag": etag,
+        "a2a.card.heartbeat_interval": HEARTBEAT,
+        "a2a.card.etag.changed": False,
+    }
+    statuses = [200, 200, 304]
+    for span, status in zip(spans, statuses, strict=True):
+        assert attrs(span) == {**expected, "http.response.status_code": status}
+        assert span.events == ()
+        assert span.kind.name == "CLIENT"
+    # a card fetch is no observation and no decision; a 304 keeps the etag
+    assert otel.total("a2a.card.etag.changes") == 0
+    assert otel.total("a2a.liveness.decisions") == 0
+    assert otel.total("a2a.divergence") == 0
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 0}
+
+
+# -- request/response operations --------------------------------------------------------------
+
+
+def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
+    """SendMessage, GetTask twice, ListTasks, then a slow task polled and cancelled."""
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, _ = await clients(http, card, mode)
+            done = await only_task(client.send_message(message("echo hi")))
+            got = await client.get_task(GetTaskRequest(id=done.id))
+            again = await client.get_task(GetTaskRequest(id=done.id))
+            listed = None
+            if mode.version == "1.0":
+                listed = await client.list_tasks(ListTasksRequest(context_id=done.context_id))
+            slow = await only_task(client.send_message(background("slow poll")))
+            polled = await client.get_task(GetTaskRequest(id=slow.id))
+            canceled = await client.cancel_task(CancelTaskRequest(id=slow.id))
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    done, slow, polled = seen["done"], seen["slow"], seen["polled"]
+    assert canonical(done.status.state) == "completed"
+    assert canonical(seen["canceled"].status.state) == "canceled"
+    # how far the slow task got before the poll is the peer's business: take what it answered
+    slow_state, polled_state = canonical(slow.status.state), canonical(polled.status.state)
+    assert slow_state in ("submitted", "working") and polled_state in ("submitted", "working")
+
+    sends = otel.spans("A2A SendMessage")
+    gets = otel.spans("A2A GetTask")
+    assert [attrs(s) for s in sends] == [
+        task_attrs(agent, mode, "SendMessage", done, "completed"),
+        task_attrs(agent, mode, "SendMessage", slow, slow_state),
+    ]
+    assert [attrs(s) for s in gets] == [
+        task_attrs(agent, mode, "GetTask", done, "completed"),
+        task_attrs(agent, mode, "GetTask", done, "completed"),
+        task_attrs(agent, mode, "GetTask", slow, polled_state),
+    ]
+    cancel = otel.span("A2A CancelTask")
+    assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
+    names = ["A2A GetAgentCard", "A2A SendMessage", "A2A GetTask", "A2A GetTask"]
+    if mode.version == "1.0":
+        listed = seen["listed"]
+        assert [t.id for t in listed.tasks] == [done.id]
+        span = otel.span("A2A ListTasks")
+        assert attrs(span) == task_attrs(agent, mode, "ListTasks", done, "completed")
+        names.append("A2A ListTasks")
+    names += ["A2A SendMessage", "A2A GetTask", "A2A CancelTask"]
+    assert [s.name for s in otel.spans()] == names
+    # CancelTask right after a GetTask: fresh, same etag, live -> authoritative, no divergence
+    assert all(divergences(s) == [] and s.events == () for s in otel.spans())
+    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="divergent") == 0
+    assert otel.points("a2a.liveness.decisions") == [
+        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    ]
+    assert otel.total("a2a.divergence") == 0
+    # GetTask on a terminal task under the same etag, twice, and GetTask right after the
+    # SendMessage that returned the fresh slow task: all three redundant
+    assert otel.points("a2a.task.get.redundant") == [({"a2a.agent.name": agent.name}, 3)]
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
+    assert otel.total("a2a.observation.age") == 1  # one decision, one age sample
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: Mode) -> None:
+    """SendStreamingMessage to completion, then to input-required and a follow-up."""
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, streaming = await clients(http, card, mode)
+            echo = [e async for e in streaming.send_message(message("echo stream"))]
+            asked = [e async for e in streaming.send_message(message("input please"))]
+            waiting = asked[0].task
+            followed = await only_task(client.send_message(message("echo done", waiting)))
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    echo, asked, followed = seen["echo"], seen["asked"], seen["followed"]
+    assert echo[0].HasField("task") and asked[0].HasField("task")
+    echo_task, waiting = echo[0].task, seen["waiting"]
+
+    streams = otel.spans("A2A SendStreamingMessage")
+    assert len(streams) == 2
+    # one a2a.task.status event per status update the application received, in order
+    assert status_events(streams[0]) == streamed_updates(mode, echo)
+    assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
+    assert status_events(streams[1]) == streamed_updates(mode, asked)
+    assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
+    for span in streams:  # both ended in a terminal or interrupted state: no abnormal end
+        assert [e.name for e in span.events] == ["a2a.task.status", "a2a.task.status"]
+    assert attrs(streams[0]) == task_attrs(
+        agent, mode, "SendStreamingMessage", echo_task, "completed"
+    )
+    assert attrs(streams[1]) == task_attrs(
+        agent, mode, "SendStreamingMessage", waiting, "input-required"
+    )
+
+    # the follow-up is a liveness decision on a freshly observed interrupted task: authoritative
+    assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
+    send = otel.span("A2A SendMessage")
+    assert attrs(send) == task_attrs(
+        agent, mode, "SendMessage", followed, "completed", decision=True
+    )
+    assert divergences(send) == [] and send.events == ()
+    assert otel.points("a2a.liveness.decisions") == [
+        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    ]
+    assert otel.total("a2a.divergence") == 0
+    assert otel.total("a2a.task.get.redundant") == 0
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
+
+
+def test_subscribe_to_slow_task_then_cancel(otel: Harness, peer: str, mode: Mode) -> None:
+    """SubscribeToTask on a task that keeps working; a CancelTask ends task and stream."""
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, streaming = await clients(http, card, mode)
+            slow = await only_task(client.send_message(background("slow subscribe")))
+            subscription = streaming.subscribe(SubscribeToTaskRequest(id=slow.id))
+            first = await anext(subscription)  # the stream is open: the peer sent the task
+            canceled = await client.cancel_task(CancelTaskRequest(id=slow.id))
+            rest = [e async for e in subscription]
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    slow, first, rest = seen["slow"], seen["first"], seen["rest"]
+    assert first.HasField("task") and first.task.id == slow.id
+    assert canonical(seen["canceled"].status.state) == "canceled"
+    assert [canonical(e.status_update.status.state) for e in rest] == ["canceled"]
+
+    span = otel.span("A2A SubscribeToTask")
+    assert attrs(span) == task_attrs(agent, mode, "SubscribeToTask", slow, "canceled")
+    assert status_events(span) == streamed_updates(mode, [first, *rest])
+    assert [e.name for e in span.events] == ["a2a.task.status"]  # no divergence, no abnormal end
+    cancel = otel.span("A2A CancelTask")
+    assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
+    assert divergences(cancel) == []
+    assert otel.points("a2a.liveness.decisions") == [
+        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    ]
+    assert otel.total("a2a.divergence") == 0
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
+
+
+# -- divergences ------------------------------------------------------------------------------
+
+
+def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode) -> None:
+    """Another process created the task: this one decides with no observation of it."""
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, _ = await clients(http, card, mode)
+            with suppress_instrumentation():  # the task is created out of our sight
+                elsewhere = await only_task(client.send_message(message("input elsewhere")))
+            followed = await only_task(client.send_message(message("echo here", elsewhere)))
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    elsewhere, followed = seen["elsewhere"], seen["followed"]
+    assert canonical(elsewhere.status.state) == "input-required"
+    assert canonical(followed.status.state) == "completed" and followed.id == elsewhere.id
+
+    assert [s.name for s in otel.spans()] == ["A2A GetAgentCard", "A2A SendMessage"]
+    send = otel.span("A2A SendMessage")
+    # the decision is divergent, and the response is still an authoritative observation
+    assert attrs(send) == task_attrs(
+        agent, mode, "SendMessage", followed, "completed", decision=True
+    )
+    assert [(e.name, dict(e.attributes or {})) for e in send.events] == [
+        (
+            "a2a.divergence",
+            {
+                "a2a.divergence.reason": "no_observation",
+                "a2a.task.id": elsewhere.id,
+                "a2a.card.heartbeat_interval": HEARTBEAT,
+                "a2a.card.etag": agent.etag,
+            },
+        )
+    ]
+    assert otel.points("a2a.divergence") == [
+        (
+            {
+                "a2a.divergence.reason": "no_observation",
+                "a2a.operation": "SendMessage",
+                "a2a.agent.name": agent.name,
+            },
+            1,
+        )
+    ]
+    assert otel.points("a2a.liveness.decisions") == [
+        ({"a2a.decision.outcome": "divergent", "a2a.agent.name": agent.name}, 1)
+    ]
+    assert otel.total("a2a.observation.age") == 0  # nothing observed, no age
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
+
+
+def test_agent_name_and_etag_come_from_the_card(otel: Harness, peer: str) -> None:
+    """Before this process fetched the card, task spans carry neither name nor etag."""
+    mode = Mode("JSONRPC", "1.0")
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            with suppress_instrumentation():
+                card = await A2ACardResolver(http, peer).get_agent_card()
+            client, _ = await clients(http, card, mode)
+            done = await only_task(client.send_message(message("echo early")))
+            _, agent = await resolve(http, peer)
+            got = await client.get_task(GetTaskRequest(id=done.id))
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    done = seen["done"]
+    assert [s.name for s in otel.spans()] == ["A2A SendMessage", "A2A GetAgentCard", "A2A GetTask"]
+    before = task_attrs(agent, mode, "SendMessage", done, "completed")
+    del before["a2a.agent.name"], before["a2a.card.etag"]
+    assert attrs(otel.span("A2A SendMessage")) == before
+    assert attrs(otel.span("A2A GetTask")) == task_attrs(agent, mode, "GetTask", done, "completed")
+
+
+def test_late_stream_frame_after_a_newer_response_is_no_regression(
+    otel: Harness, peer: str, mode: Mode
+) -> None:
+    """A `working` frame emitted before completion but read after the completed response.
+
+    Judged by arrival it would be a false ``terminal_regression``; the agent's own status
+    timestamps say it never went backwards.
+    """
+
+    async def scenario() -> tuple[Task, StreamResponse, dict[str, float]]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card = await A2ACardResolver(http, peer).get_agent_card()
+            client, streaming = await clients(http, card, mode)
+            slow = await only_task(client.send_message(background("slow x")))
+            sub = streaming.subscribe(SubscribeToTaskRequest(id=slow.id))
+            await anext(sub)  # the Task snapshot: the stream is open
+            done = await only_task(client.send_message(message("echo done", slow)))
+            late = await anext(sub)
+            after = tracked(otel)
+            [e async for e in sub]
+            return done, late, after
+
+    done, late, after = run(scenario())
+    assert canonical(done.status.state) == "completed"
+    if (
+        late.WhichOneof("payload") == "status_update"
+        and canonical(late.status_update.status.state) == "working"
+    ):  # the race this test is about happened
+        assert (
+            late.status_update.status.timestamp.ToDatetime() <= done.status.timestamp.ToDatetime()
+        )
+    assert divergences(otel.span("A2A SubscribeToTask")) == []
+    assert after == {"active": 0, "interrupted": 0, "terminal": 1}
