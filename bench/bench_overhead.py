@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from bench import Row, check, median
 from bench._payload import BASE, PATH, REQUEST_HEADERS, RESPONSE_HEADERS, get_task_response
 from bench._payload import request_body as make_request_body
-from otel_a2a.instrumentation import A2AInstrumentor
+from otel_a2a.instrumentation import A2AInstrumentor, DivergenceSpanProcessor
 
 SIZE = 2048
 REQUESTS = 300  # per sample: short samples, many rounds, so drift hits all three alike
@@ -90,6 +90,27 @@ def _sampler(client: httpx.Client, request_body: bytes) -> Callable[[int], float
     return sample
 
 
+def _span_floor() -> float:
+    """Microseconds to start and end one span like ours: the cost no wrapper can avoid.
+
+    Same processors as (c): a ``BatchSpanProcessor`` and the ``DivergenceSpanProcessor``.
+    """
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(CountingExporter()))
+    tracer_provider.add_span_processor(DivergenceSpanProcessor())
+    tracer = tracer_provider.get_tracer("bench.floor")
+    attrs = {f"a2a.attr{i}": "value" for i in range(8)}
+    samples = []
+    for _ in range(ROUNDS):
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(REQUESTS):
+            tracer.start_span("A2A GetTask", attributes=attrs).end()
+        samples.append((time.perf_counter() - start) / REQUESTS * 1e6)
+    tracer_provider.shutdown()
+    return median(samples)
+
+
 def _quartiles(values: list[float]) -> str:
     q1, _, q3 = statistics.quantiles(values, n=4)
     return f"{q1:.0f}-{q3:.0f}"
@@ -130,6 +151,7 @@ def run() -> list[Row]:
         for key, sample in configs[shift:] + configs[:shift]:
             results[key].append(sample(REQUESTS))
 
+    floor = _span_floor()
     for setup in (bare, httpx_only, full):
         setup.tracer_provider.force_flush()
     b_names, c_names = httpx_only.exporter.names, full.exporter.names
@@ -161,4 +183,9 @@ def run() -> list[Row]:
             f"{median(ratios):.0f} ({_quartiles(ratios)})",
         ),
         Row(f"  spans per request in (c): HTTP + {a2a_span!r}", "2"),
+        Row("  floor: one SDK span, 8 attributes, start + end (us)", f"{floor:.1f}"),
+        Row(
+            "  floor as % of the httpx increment (the span DESIGN §3 requires)",
+            f"{floor / (b - a) * 100:.0f}",
+        ),
     ]

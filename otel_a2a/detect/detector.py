@@ -77,17 +77,15 @@ class Detector:
         agent: str,
         reports: Sequence[TaskReport],
         source: Operation | str,
-        version: str | None,
         now: float,
     ) -> list[Verdict]:
         """Record authoritative observations; return the observation-side divergences.
 
         Each report with a state becomes the task's last observation under the agent's current
         etag. A report without a state (an artifact update) only refreshes the time of a task
-        already tracked. ``version`` is not needed here: the wire layer already judged the
-        spelling's exactness against version and binding (``StateReading.exact``).
+        already tracked. The wire layer already judged each spelling's exactness against the
+        protocol version and binding (``StateReading.exact``).
         """
-        del version
         verdicts: list[Verdict] = []
         if not reports:
             return verdicts

@@ -86,7 +86,7 @@ class Exchange:
         self._terminal_seen = False
         self._closed = False
         detector = rt.detector
-        self.agent = detector.registry.agent_for_url(url)
+        self.agent = rt.agent_for_url(url)
         self.etag_before = detector.registry.etag(self.agent)
         op = a2a.operation
         attrs: dict[str, str | bool] = {
@@ -123,9 +123,7 @@ class Exchange:
             return
         if a2a.operation is Operation.GET_TASK:
             if self.rt.detector.redundant_get(task_id, self.agent, now):
-                self.rt.metrics.get_redundant.add(
-                    1, {sc.AGENT_NAME: self.rt.metrics.agent(self.agent)}
-                )
+                self.rt.metrics.redundant.add(self.rt.metrics.agent(self.agent))
         elif a2a.operation in _DECISION_OPS:
             self.rt.decide(self.span, task_id, self.agent, a2a.operation.value, now)
 
@@ -260,6 +258,7 @@ class Exchange:
             if card is None:
                 return
             update = self.rt.detector.on_card(self.url, card, now)
+            self.rt.cards_changed()
         agent = update.agent
         etag = registry.etag(agent)
         heartbeat, _source = registry.heartbeat(agent)
@@ -311,7 +310,7 @@ class Exchange:
         if not facts.reports:
             return
         verdicts: list[Verdict] = rt.detector.on_reports(
-            self.agent, facts.reports, self.a2a.operation, self.a2a.version, now
+            self.agent, facts.reports, self.a2a.operation, now
         )
         for report in facts.reports:
             if streamed:

@@ -12,13 +12,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.exchange import Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import classify_request
+
+_REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
+# DESIGN §3: of a response, only these are ever read (and only ETag/Cache-Control recorded)
+_RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
+
+
+def _headers(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
+    """The few headers otel-a2a reads, in one pass: each ``httpx.Headers`` lookup scans and
+    re-lowercases every header, and nothing else of the headers is ever kept."""
+    found: dict[str, str] = {}
+    for key, value in headers.raw:
+        name = key.lower()
+        if name in wanted:
+            found[name.decode("ascii")] = value.decode("latin-1")
+    return found
 
 
 def _request_body(request: httpx.Request) -> bytes | None:
@@ -48,7 +63,12 @@ def begin(request: httpx.Request) -> Exchange | None:
         _late_setup(rt)
     try:
         url = request.url
-        a2a = classify_request(request.method, url.path, request.headers, _request_body(request))
+        a2a = classify_request(
+            request.method,
+            url.path,
+            _headers(request.headers, _REQUEST_HEADERS),
+            _request_body(request),
+        )
         if a2a is None:
             return None
         # netloc carries no credentials; query and fragment are dropped (never recorded)
@@ -131,7 +151,8 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
     # A response built from bytes (MockTransport ``content=``/``json=``) is read at creation:
     # streaming it never touches the stream again, so observe the body it already holds.
     preread = stream and response.is_stream_consumed
-    exchange.on_response(response.status_code, response.headers, raw=stream and not preread)
+    headers = _headers(response.headers, _RESPONSE_HEADERS)
+    exchange.on_response(response.status_code, headers, raw=stream and not preread)
     if preread:
         exchange.complete(response.content)
     elif stream:
@@ -157,12 +178,14 @@ def send(
     exchange = begin(request) if request is not None else None
     if exchange is None:
         return wrapped(*args, **kwargs)
+    token = context.attach(trace.set_span_in_context(exchange.span))
     try:
-        with trace.use_span(exchange.span, record_exception=False, set_status_on_exception=False):
-            response = wrapped(*args, **kwargs)
+        response = wrapped(*args, **kwargs)
     except BaseException as exc:
         exchange.fail(exc)
         raise
+    finally:
+        context.detach(token)
     _guard(exchange, lambda: _after(exchange, response, stream))
     return response
 
@@ -177,11 +200,13 @@ async def async_send(
     exchange = begin(request) if request is not None else None
     if exchange is None:
         return await wrapped(*args, **kwargs)
+    token = context.attach(trace.set_span_in_context(exchange.span))
     try:
-        with trace.use_span(exchange.span, record_exception=False, set_status_on_exception=False):
-            response = await wrapped(*args, **kwargs)
+        response = await wrapped(*args, **kwargs)
     except BaseException as exc:
         exchange.fail(exc)
         raise
+    finally:
+        context.detach(token)
     _guard(exchange, lambda: _after(exchange, response, stream))
     return response

@@ -34,6 +34,28 @@ class AgentLabels:
         return sc.OTHER
 
 
+class Tally:
+    """Per-agent counts kept in process and reported by an observable counter.
+
+    A synchronous ``Counter.add`` costs tens of µs in the SDK; redundant polls are the one
+    count taken on the hot path of every over-polling client, so they are tallied here (a
+    lock and a dict) and read at collection. Labels are capped, so the dict is bounded.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, label: str) -> None:
+        with self._lock:
+            self._counts[label] = self._counts.get(label, 0) + 1
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = list(self._counts.items())
+        return [Observation(n, {sc.AGENT_NAME: label}) for label, n in counts]
+
+
 class A2AMetrics:
     def __init__(
         self,
@@ -62,8 +84,10 @@ class A2AMetrics:
         self.etag_changes = meter.create_counter(
             sc.M_ETAG_CHANGES, unit="{change}", description="Agent Card etag changes seen"
         )
-        self.get_redundant = meter.create_counter(
+        self.redundant = Tally()
+        meter.create_observable_counter(
             sc.M_GET_REDUNDANT,
+            [self.redundant.observe],
             unit="{request}",
             description="GetTask requests sent while the last observation was authoritative",
         )

@@ -69,9 +69,7 @@ class DivergenceSpanProcessor(SpanProcessor):
                 operation = Operation.GET_TASK
             report = TaskReport(task_id, None, read_state(raw, version, binding), "task")
             agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
-            for verdict in rt.detector.on_reports(
-                agent, [report], operation, version, time.monotonic()
-            ):
+            for verdict in rt.detector.on_reports(agent, [report], operation, time.monotonic()):
                 rt.report(None, verdict, operation.value)
         except Exception as exc:
             rt.error(exc)

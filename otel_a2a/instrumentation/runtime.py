@@ -22,6 +22,7 @@ from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
+_MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
 
 
 class Runtime:
@@ -43,6 +44,21 @@ class Runtime:
         # "configure": set up the SDK at the first A2A operation if nothing else did
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.
         self.setup_pending: str | None = None
+        self._agents_by_url: dict[str, str] = {}
+
+    def agent_for_url(self, url: str) -> str:
+        """The agent a request URL belongs to, memoised: the same few URLs repeat on every
+        request, and the answer only changes when a card is fetched (see ``cards_changed``)."""
+        agent = self._agents_by_url.get(url)
+        if agent is None:
+            agent = self.detector.registry.agent_for_url(url)
+            if len(self._agents_by_url) >= _MAX_MEMO_URLS:
+                self._agents_by_url.clear()
+            self._agents_by_url[url] = agent
+        return agent
+
+    def cards_changed(self) -> None:
+        self._agents_by_url.clear()
 
     def agent_name(self, agent: str) -> str:
         """The card's name when known, else the agent key (its origin URL)."""
@@ -60,7 +76,7 @@ class Runtime:
     def resolve_agent(self, task_id: str, hint: object = None) -> str:
         """The agent of an explicit decision: the URL given, else where the task was seen."""
         if isinstance(hint, str) and hint:
-            return self.detector.registry.agent_for_url(hint)
+            return self.agent_for_url(hint)
         observation = self.detector.ledger.get(task_id)
         return observation.agent if observation is not None else "unknown"
 
