@@ -263,7 +263,7 @@ class Orchestrator:
 
     async def follow_up(self, client: Client) -> None:
         request = self._message("any progress? add the Q3 numbers please", follow_up=True)
-        self.tl.step("follow_up", self.belief, "send a follow-up message to the task")
+        self.tl.step("follow_up", self.belief, "sends a follow-up message to the task")
         try:
             async for event in client.send_message(request):
                 self._from_event(event, "follow-up response")
@@ -436,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         tl.step("error", orchestrator.belief, "orchestrator failed", _err(exc))
         code = 1
-    tl.step("exit", orchestrator.belief, "orchestrator finished", code=code)
+    tl.step("exit", orchestrator.belief, "finished", code=code)
     if args.hold:
         _hold()
     return code
