@@ -500,7 +500,9 @@ class _Run:
         env = _child_env(
             {
                 "OTEL_A2A_ENABLED": "true",
-                "OTEL_SERVICE_NAME": "otel-a2a-demo-orchestrator",
+                # the dashboard's Jaeger link searches service "orchestrator" by default
+                "OTEL_SERVICE_NAME": os.environ.get("OTEL_SERVICE_NAME", "").strip()
+                or "orchestrator",
                 "OTEL_TRACES_EXPORTER": "console,otlp" if otlp else "console",
                 "OTEL_METRICS_EXPORTER": "prometheus,otlp" if otlp else "prometheus",
                 "OTEL_LOGS_EXPORTER": "otlp" if otlp else "none",
