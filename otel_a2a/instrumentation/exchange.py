@@ -93,11 +93,11 @@ class Exchange:
             sc.RPC_SYSTEM: "a2a",
             sc.RPC_METHOD: op.value,
             sc.OPERATION: op.value,
-            sc.BINDING: a2a.binding.value,
             sc.AGENT_URL: self.agent,
         }
-        if a2a.version is not None:
+        if a2a.version is not None:  # None only for the well-known card: no binding either
             attrs[sc.PROTOCOL_VERSION] = a2a.version
+            attrs[sc.BINDING] = a2a.binding.value
         if a2a.jsonrpc_method:
             attrs[sc.JSONRPC_METHOD] = a2a.jsonrpc_method
         name = detector.registry.name(self.agent)

@@ -28,7 +28,7 @@ def test_card_fetch_span_carries_card_attributes(otel: Harness) -> None:
     assert attrs["a2a.card.version"] == "1.0.0"
     assert attrs["a2a.agent.name"] == "Fake Agent"
     assert attrs["a2a.card.etag.changed"] is False
-    assert "a2a.protocol.version" not in attrs
+    assert "a2a.protocol.version" not in attrs and "a2a.binding" not in attrs
 
 
 def test_get_task_is_an_authoritative_observation(otel: Harness) -> None:

@@ -262,7 +262,6 @@ def test_card_fetch_and_304_revalidation(otel: Harness, peer: str) -> None:
         "rpc.system": "a2a",
         "rpc.method": "GetAgentCard",
         "a2a.operation": "GetAgentCard",
-        "a2a.binding": "HTTP+JSON",
         "a2a.agent.url": peer,
         "a2a.agent.name": card.name,
         "a2a.card.version": "1.0.0",
