@@ -142,6 +142,7 @@ _SEND_MESSAGE = Op.SEND_MESSAGE
 _SEND_STREAMING_MESSAGE = Op.SEND_STREAMING_MESSAGE
 _SUBSCRIBE_TO_TASK = Op.SUBSCRIBE_TO_TASK
 _SEND_OPS = frozenset({_SEND_MESSAGE, _SEND_STREAMING_MESSAGE})
+_new = tuple.__new__
 
 
 @lru_cache(maxsize=256)
@@ -307,14 +308,19 @@ def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2A
             context_id = get_str(message, "contextId")
         else:
             task_id = get_str(params, "taskId") or get_str(params, "task_id")
-        if context_id is None and op in _SEND_OPS:  # v0.1 ``tasks/send``: id is params.id
+        if context_id is None and (op is _SEND_MESSAGE or op is _SEND_STREAMING_MESSAGE):
+            # v0.1 ``tasks/send``: the task id is params.id, the context the message's
             context_id = get_str(get_dict(params, "message"), "contextId")
-    return A2ARequest(
-        op,
-        _B_JSONRPC,
-        parse_version(header(headers, "a2a-version")),
-        rpc_method,
-        task_id,
-        context_id,
-        path.rstrip("/"),
+    # built as a tuple: the named tuple's generated ``__new__`` costs a µs on this hot path
+    return _new(
+        A2ARequest,
+        (
+            op,
+            _B_JSONRPC,
+            parse_version(header(headers, "a2a-version")),
+            rpc_method,
+            task_id,
+            context_id,
+            path.rstrip("/"),
+        ),
     )

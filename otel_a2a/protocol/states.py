@@ -156,7 +156,7 @@ def _raw_text(raw: object) -> str:
     return ""
 
 
-_READINGS: dict[tuple[str, str | None, Binding], StateReading] = {}
+_READINGS: dict[tuple[str, str | None, str], StateReading] = {}
 _MAX_READINGS = 4096  # spellings seen in practice are few; a hostile peer cannot grow this
 
 
@@ -166,7 +166,8 @@ def read_state(raw: object, version: str | None, binding: Binding) -> StateReadi
     Cached per (spelling, version, binding): this runs on every response and stream frame.
     """
     if type(raw) is str and len(raw) <= _MAX_RAW:
-        key = (raw, version, binding)
+        # the binding's value, not the member: hashing an Enum member runs Python code
+        key = (raw, version, binding._value_)
         reading = _READINGS.get(key)
         if reading is None:
             reading = _read_state(raw, version, binding)
