@@ -36,8 +36,8 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-py
-	$(BIN)/ruff check otel_a2a tests bench
-	$(BIN)/ruff format --check otel_a2a tests bench
+	$(BIN)/ruff check otel_a2a tests bench collector-config
+	$(BIN)/ruff format --check otel_a2a tests bench collector-config
 	$(BIN)/mypy --strict otel_a2a
 
 bench: setup

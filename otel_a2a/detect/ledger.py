@@ -158,6 +158,7 @@ def _sentinel() -> Observation:
 
 _DETACHED = _sentinel()
 _TERMINAL = StateClass.TERMINAL  # a global read is cheaper than an enum attribute
+_INTERRUPTED = StateClass.INTERRUPTED
 
 
 class TaskLedger:
@@ -190,10 +191,10 @@ class TaskLedger:
 
     def _count(self, node: Observation, delta: int) -> None:
         cls = node._kind[4]
-        if cls is StateClass.TERMINAL:
+        if cls is _TERMINAL:
             self._n_terminal += delta
             return
-        if cls is StateClass.INTERRUPTED:
+        if cls is _INTERRUPTED:
             self._n_interrupted += delta
         agent = node.agent
         left = self._live_by_agent.get(agent, 0) + delta

@@ -26,13 +26,14 @@ class TaskState(str, Enum):
     REJECTED = "rejected"
     UNKNOWN = "unknown"
 
+    # Keyed by the value: hashing a member runs Python code, hashing its ``str`` value does not.
     @property
     def state_class(self) -> StateClass:
-        return _CLASS[self]
+        return _CLASS[self._value_]
 
     @property
     def is_terminal(self) -> bool:
-        return _CLASS[self] is StateClass.TERMINAL
+        return self._value_ in _TERMINAL_VALUES
 
 
 class StateClass(str, Enum):
@@ -44,16 +45,17 @@ class StateClass(str, Enum):
 
 
 _CLASS = {
-    TaskState.SUBMITTED: StateClass.ACTIVE,
-    TaskState.WORKING: StateClass.ACTIVE,
-    TaskState.UNKNOWN: StateClass.ACTIVE,
-    TaskState.INPUT_REQUIRED: StateClass.INTERRUPTED,
-    TaskState.AUTH_REQUIRED: StateClass.INTERRUPTED,
-    TaskState.COMPLETED: StateClass.TERMINAL,
-    TaskState.FAILED: StateClass.TERMINAL,
-    TaskState.CANCELED: StateClass.TERMINAL,
-    TaskState.REJECTED: StateClass.TERMINAL,
+    TaskState.SUBMITTED.value: StateClass.ACTIVE,
+    TaskState.WORKING.value: StateClass.ACTIVE,
+    TaskState.UNKNOWN.value: StateClass.ACTIVE,
+    TaskState.INPUT_REQUIRED.value: StateClass.INTERRUPTED,
+    TaskState.AUTH_REQUIRED.value: StateClass.INTERRUPTED,
+    TaskState.COMPLETED.value: StateClass.TERMINAL,
+    TaskState.FAILED.value: StateClass.TERMINAL,
+    TaskState.CANCELED.value: StateClass.TERMINAL,
+    TaskState.REJECTED.value: StateClass.TERMINAL,
 }
+_TERMINAL_VALUES = frozenset(v for v, c in _CLASS.items() if c is StateClass.TERMINAL)
 
 
 class StateReading(NamedTuple):
