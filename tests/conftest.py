@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support import in_ci
 from tests.support.peers import RunningPeer, node_unavailable_reason, start_peer
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +35,7 @@ def node_peer_process() -> Iterator[RunningPeer]:
     """
     reason = node_unavailable_reason()
     if reason is not None:
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI=true but the Node A2A peer cannot run: {reason}", pytrace=False)
         pytest.skip(f"Node A2A peer unavailable: {reason}")
     peer = start_peer("node")

@@ -26,6 +26,7 @@ from otel_a2a.demo.scenario import (
     run_scenario,
     span_reasons,
 )
+from tests.support import in_ci
 
 pytestmark = pytest.mark.node
 
@@ -36,7 +37,7 @@ BINDINGS = ["JSONRPC", "HTTP+JSON"]
 def _run(variant: str, binding: str = "JSONRPC") -> ScenarioResult:
     problem = node_problem()
     if problem is not None:
-        if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+        if in_ci():
             pytest.fail(f"CI=true but the Node worker cannot run: {problem}", pytrace=False)
         pytest.skip(problem)
     result = run_scenario(ScenarioConfig(variant=variant, binding=binding, timings=TIMINGS))

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import in_ci
 from tests.support.instrumented_run import (
     DIVERGENCES_PER_ROUND,
     InstrumentedRun,
@@ -31,7 +32,6 @@ from tests.support.prom import (
     Alertmanager,
     Prometheus,
     WebhookReceiver,
-    in_ci,
     poll,
     require_binary,
 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import socket
 import subprocess
@@ -27,15 +26,13 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from tests.support import in_ci
+
 T = TypeVar("T")
 
 PROMETHEUS = "prometheus"
 PROMTOOL = "promtool"
 ALERTMANAGER = "prometheus-alertmanager"  # Debian's name for the alertmanager binary
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def require_binary(name: str) -> str:
