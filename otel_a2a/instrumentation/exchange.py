@@ -334,16 +334,18 @@ class Exchange:
                 )
         last = self._last_report
         if recording and last is not None and last.state is not None:
+            # only what the span does not carry yet: each attribute is validated by the SDK
             attrs: dict[str, str | bool] = {
-                sc.TASK_ID: last.task_id,
-                sc.TASK_STATE: last.state.state.value,
+                sc.TASK_STATE: last.state.state._value_,
                 sc.TASK_STATE_RAW: last.state.raw,
                 sc.AUTHORITATIVE: True,
             }
-            if last.context_id:
+            if last.task_id != self.a2a.task_id:
+                attrs[sc.TASK_ID] = last.task_id
+            if last.context_id and last.context_id != self.a2a.context_id:
                 attrs[sc.CONTEXT_ID] = last.context_id
             etag = rt.detector.registry.etag(self.agent)
-            if etag:
+            if etag and etag != self.etag_before:
                 attrs[sc.CARD_ETAG] = etag
             span.set_attributes(attrs)
         for verdict in verdicts:
