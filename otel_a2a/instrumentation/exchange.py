@@ -22,6 +22,7 @@ from otel_a2a.protocol import (
     Operation,
     ResponseFacts,
     SSEParser,
+    StateClass,
     StreamEvent,
     TaskReport,
     extract_prefix,
@@ -29,14 +30,20 @@ from otel_a2a.protocol import (
     parse_card,
 )
 
+# Hot path: members read once; sets and dicts keyed by value (hashing a member runs Python).
+_GET_TASK = Operation.GET_TASK
+_GET_AGENT_CARD = Operation.GET_AGENT_CARD
+_ACTIVE = StateClass.ACTIVE
 _DECISION_OPS = frozenset(
-    {
+    op.value
+    for op in (
         Operation.SEND_MESSAGE,
         Operation.SEND_STREAMING_MESSAGE,
         Operation.CANCEL_TASK,
         Operation.CREATE_PUSH_CONFIG,
-    }
+    )
 )
+_SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 # Oversized bodies are searched for their state in growing prefixes, so that a 50 MB history
 # costs a small parse when the status comes first (it does in both official SDKs).
 _PREFIX_STEPS = (64 * 1024, 1024 * 1024)
@@ -89,15 +96,16 @@ class Exchange:
         self.agent = rt.agent_for_url(url)
         self.etag_before = detector.registry.etag(self.agent)
         op = a2a.operation
+        op_name = op._value_  # Enum ``.value`` is a slow property on CPython 3.11
         attrs: dict[str, str | bool] = {
             sc.RPC_SYSTEM: "a2a",
-            sc.RPC_METHOD: op.value,
-            sc.OPERATION: op.value,
+            sc.RPC_METHOD: op_name,
+            sc.OPERATION: op_name,
             sc.AGENT_URL: self.agent,
         }
         if a2a.version is not None:  # None only for the well-known card: no binding either
             attrs[sc.PROTOCOL_VERSION] = a2a.version
-            attrs[sc.BINDING] = a2a.binding.value
+            attrs[sc.BINDING] = a2a.binding._value_
         if a2a.jsonrpc_method:
             attrs[sc.JSONRPC_METHOD] = a2a.jsonrpc_method
         name = detector.registry.name(self.agent)
@@ -107,10 +115,10 @@ class Exchange:
             attrs[sc.TASK_ID] = a2a.task_id
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
-        if self.etag_before and op is not Operation.GET_AGENT_CARD:
+        if self.etag_before and op is not _GET_AGENT_CARD:
             attrs[sc.CARD_ETAG] = self.etag_before
         self.span: Span = rt.tracer.start_span(
-            f"A2A {op.value}", kind=SpanKind.CLIENT, attributes=attrs
+            _SPAN_NAMES[op_name], kind=SpanKind.CLIENT, attributes=attrs
         )
 
     # -- before the request leaves ------------------------------------------------------
@@ -121,11 +129,11 @@ class Exchange:
         task_id = a2a.task_id
         if not task_id:
             return
-        if a2a.operation is Operation.GET_TASK:
+        if a2a.operation is _GET_TASK:
             if self.rt.detector.redundant_get(task_id, self.agent, now):
                 self.rt.metrics.redundant.add(self.rt.metrics.agent(self.agent))
-        elif a2a.operation in _DECISION_OPS:
-            self.rt.decide(self.span, task_id, self.agent, a2a.operation.value, now)
+        elif a2a.operation._value_ in _DECISION_OPS:
+            self.rt.decide(self.span, task_id, self.agent, a2a.operation._value_, now)
 
     # -- response ------------------------------------------------------------------------
 
@@ -243,7 +251,7 @@ class Exchange:
         self.rt.error("body_state_not_found")
 
     def _observe_body(self, body: bytes) -> None:
-        if self.a2a.operation is Operation.GET_AGENT_CARD:
+        if self.a2a.operation is _GET_AGENT_CARD:
             self._observe_card(body)
         else:
             self._apply(extract_response(self.a2a, self.status, body), streamed=False)
@@ -319,7 +327,7 @@ class Exchange:
                 continue
             self._last_report = report
             state = report.state.state
-            if state.is_terminal or state.state_class.value == "interrupted":
+            if state.state_class is not _ACTIVE:  # terminal or interrupted
                 self._terminal_seen = True
             elif streamed:
                 self._terminal_seen = False
@@ -328,7 +336,7 @@ class Exchange:
                     sc.EVENT_TASK_STATUS,
                     {
                         sc.TASK_ID: report.task_id,
-                        sc.TASK_STATE: state.value,
+                        sc.TASK_STATE: state._value_,
                         sc.TASK_STATE_RAW: report.state.raw,
                     },
                 )
@@ -352,4 +360,4 @@ class Exchange:
             self._report(verdict)
 
     def _report(self, verdict: Verdict) -> None:
-        self.rt.report(self.span, verdict, self.a2a.operation.value)
+        self.rt.report(self.span, verdict, self.a2a.operation._value_)
