@@ -37,19 +37,11 @@ from otel_a2a.protocol.model import A2ARequest, Binding, Operation
 
 Op = Operation
 
+# v1.0 method names are the gRPC ones, which are the operation names (DESIGN §3)
+_V1_METHODS: dict[str, Operation] = {op.value: op for op in Op if op is not Op.GET_AGENT_CARD}
+
 JSONRPC_METHODS: dict[str, Operation] = {
-    # v1.0
-    "SendMessage": Op.SEND_MESSAGE,
-    "SendStreamingMessage": Op.SEND_STREAMING_MESSAGE,
-    "GetTask": Op.GET_TASK,
-    "ListTasks": Op.LIST_TASKS,
-    "CancelTask": Op.CANCEL_TASK,
-    "SubscribeToTask": Op.SUBSCRIBE_TO_TASK,
-    "CreateTaskPushNotificationConfig": Op.CREATE_PUSH_CONFIG,
-    "GetTaskPushNotificationConfig": Op.GET_PUSH_CONFIG,
-    "ListTaskPushNotificationConfigs": Op.LIST_PUSH_CONFIGS,
-    "DeleteTaskPushNotificationConfig": Op.DELETE_PUSH_CONFIG,
-    "GetExtendedAgentCard": Op.GET_EXTENDED_AGENT_CARD,
+    **_V1_METHODS,
     # v0.2 / v0.3
     "message/send": Op.SEND_MESSAGE,
     "message/stream": Op.SEND_STREAMING_MESSAGE,
@@ -88,19 +80,7 @@ _PARAMS_ID_METHODS = frozenset(
     }
 )
 
-GRPC_METHODS: dict[str, Operation] = {
-    "SendMessage": Op.SEND_MESSAGE,
-    "SendStreamingMessage": Op.SEND_STREAMING_MESSAGE,
-    "GetTask": Op.GET_TASK,
-    "ListTasks": Op.LIST_TASKS,
-    "CancelTask": Op.CANCEL_TASK,
-    "SubscribeToTask": Op.SUBSCRIBE_TO_TASK,
-    "CreateTaskPushNotificationConfig": Op.CREATE_PUSH_CONFIG,
-    "GetTaskPushNotificationConfig": Op.GET_PUSH_CONFIG,
-    "ListTaskPushNotificationConfigs": Op.LIST_PUSH_CONFIGS,
-    "DeleteTaskPushNotificationConfig": Op.DELETE_PUSH_CONFIG,
-    "GetExtendedAgentCard": Op.GET_EXTENDED_AGENT_CARD,
-}
+GRPC_METHODS: dict[str, Operation] = _V1_METHODS
 GRPC_METHODS_V03: dict[str, Operation] = {
     "SendMessage": Op.SEND_MESSAGE,
     "SendStreamingMessage": Op.SEND_STREAMING_MESSAGE,
