@@ -154,7 +154,7 @@ class Exchange:
             self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
             if self.a2a.task_id:
                 self._stream_tasks.add(self.a2a.task_id)
-        else:
+        elif raw:  # the tee will show the bytes; otherwise httpx hands the whole body over
             self._buffer = bytearray()
 
     def feed(self, chunk: bytes) -> None:
@@ -243,12 +243,9 @@ class Exchange:
         """An oversized body: look for the state in growing prefixes, never the whole body."""
         for step in (*_PREFIX_STEPS, len(body)):
             facts = extract_prefix(self.a2a, self.status, body[:step])
-            if facts.reports or facts.error is not None:
-                self._apply(facts, streamed=False)
-                return
-            if step >= len(body):
-                return
-        self.rt.error("body_state_not_found")
+            if facts.reports or facts.error is not None or step >= len(body):
+                break
+        self._apply(facts, streamed=False)
 
     def _observe_body(self, body: bytes) -> None:
         if self.a2a.operation is _GET_AGENT_CARD:

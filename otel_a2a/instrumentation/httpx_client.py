@@ -84,14 +84,6 @@ def begin(request: httpx.Request) -> Exchange | None:
     return exchange
 
 
-def _guard(exchange: Exchange, step: Callable[[], None]) -> None:
-    try:
-        step()
-    except Exception as exc:
-        exchange.rt.error(exc)
-        exchange.close()
-
-
 class _TeeStream(httpx.SyncByteStream):
     def __init__(self, inner: httpx.SyncByteStream, exchange: Exchange) -> None:
         self._inner = inner
@@ -148,14 +140,16 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[httpx.Request
 
 
 def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
-    # A response built from bytes (MockTransport ``content=``/``json=``) is read at creation:
-    # streaming it never touches the stream again, so observe the body it already holds.
-    preread = stream and response.is_stream_consumed
-    headers = _headers(response.headers, _RESPONSE_HEADERS)
-    exchange.on_response(response.status_code, headers, raw=stream and not preread)
-    if preread:
-        exchange.complete(response.content)
-    elif stream:
+    """Hand the response to the exchange; a failure here is counted, never raised."""
+    try:
+        # A response built from bytes (MockTransport ``content=``/``json=``) is read at
+        # creation: streaming it never touches the stream again, so take the body it holds.
+        raw = stream and not response.is_stream_consumed
+        headers = _headers(response.headers, _RESPONSE_HEADERS)
+        exchange.on_response(response.status_code, headers, raw=raw)
+        if not raw:
+            exchange.complete(response.content)
+            return
         inner = response.stream
         if isinstance(inner, httpx.AsyncByteStream):
             response.stream = _AsyncTeeStream(inner, exchange)
@@ -164,8 +158,9 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
         else:
             exchange.rt.error("unknown_stream_type")
             exchange.close()
-    else:
-        exchange.complete(response.content)
+    except Exception as exc:
+        exchange.rt.error(exc)
+        exchange.close()
 
 
 def send(
@@ -186,7 +181,7 @@ def send(
         raise
     finally:
         context.detach(token)
-    _guard(exchange, lambda: _after(exchange, response, stream))
+    _after(exchange, response, stream)
     return response
 
 
@@ -208,5 +203,5 @@ async def async_send(
         raise
     finally:
         context.detach(token)
-    _guard(exchange, lambda: _after(exchange, response, stream))
+    _after(exchange, response, stream)
     return response

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_a2a import DivergenceReason, TaskStateDivergenceError, liveness_decision
 from otel_a2a.instrumentation import DivergenceSpanProcessor
@@ -107,9 +109,13 @@ def test_without_instrumentation_the_block_just_runs() -> None:
     with liveness_decision("t1") as decision:
         pass
     assert decision.verdict is None
+    exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(DivergenceSpanProcessor())  # inert without a runtime
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("x").start_as_current_span(
         "s", attributes={"a2a.liveness.decision": True, "a2a.task.id": "t"}
     ):
         pass
+    [span] = exporter.get_finished_spans()
+    assert span.events == ()

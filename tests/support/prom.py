@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -27,6 +26,7 @@ import pytest
 import yaml
 
 from tests.support import in_ci
+from tests.support.peers import free_port
 
 T = TypeVar("T")
 
@@ -47,12 +47,6 @@ def require_binary(name: str) -> str:
     if in_ci():
         pytest.fail(f"{msg}; CI=true, so this is a failure, not a skip", pytrace=False)
     pytest.skip(msg)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Timeout(AssertionError):

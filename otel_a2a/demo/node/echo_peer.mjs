@@ -18,7 +18,8 @@
 // Cancel is supported on any non-terminal task.
 import express from 'express';
 import { randomUUID } from 'node:crypto';
-import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
+import { agentMessage, messageText, now, textPart } from './messages.mjs';
+import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import {
   agentCardHandler,
@@ -90,28 +91,6 @@ const card = {
   ],
 };
 
-const now = () => new Date().toISOString();
-const textPart = (value) => ({
-  content: { $case: 'text', value },
-  filename: '',
-  mediaType: 'text/plain',
-  metadata: undefined,
-});
-const agentMessage = (taskId, contextId, value) => ({
-  messageId: randomUUID(),
-  taskId,
-  contextId,
-  role: Role.ROLE_AGENT,
-  parts: [textPart(value)],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
-const messageText = (message) =>
-  (message?.parts ?? [])
-    .map((p) => (p.content?.$case === 'text' ? p.content.value : ''))
-    .join('\n')
-    .trim();
 
 class BehaviourExecutor {
   // taskId -> { release(outcome), done: Promise } for slow executions waiting for a follow-up

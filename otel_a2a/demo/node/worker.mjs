@@ -26,7 +26,8 @@ import express from 'express';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
+import { agentMessage, messageText, now, textPart } from './messages.mjs';
+import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler } from '@a2a-js/sdk/server';
 import {
   agentCardHandler,
@@ -87,29 +88,7 @@ function parseArgs(argv) {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const now = () => new Date().toISOString();
 const log = (line) => process.stderr.write(`[worker ${now()}] ${line}\n`);
-const textPart = (value) => ({
-  content: { $case: 'text', value },
-  filename: '',
-  mediaType: 'text/plain',
-  metadata: undefined,
-});
-const agentMessage = (taskId, contextId, value) => ({
-  messageId: randomUUID(),
-  taskId,
-  contextId,
-  role: Role.ROLE_AGENT,
-  parts: [textPart(value)],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
-const messageText = (message) =>
-  (message?.parts ?? [])
-    .map((p) => (p.content?.$case === 'text' ? p.content.value : ''))
-    .join('\n')
-    .trim();
 
 // ---------------------------------------------------------------------------------------------
 // Durable store: one JSON file per task, atomic replace (write + rename), synchronous so that
