@@ -30,6 +30,15 @@ $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lo
 	fi
 	touch $@
 
+# valgrind (callgrind) only for `make bench`: it counts the instructions of the overhead rows.
+.stamp-valgrind:
+	@if ! command -v valgrind >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q \
+	    --no-install-recommends valgrind; \
+	fi
+	touch $@
+
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
 test: setup
@@ -40,11 +49,11 @@ lint: $(VENV)/.stamp-py
 	$(BIN)/ruff format --check otel_a2a tests bench collector-config
 	$(BIN)/mypy --strict otel_a2a
 
-bench: setup
+bench: setup .stamp-valgrind
 	$(BIN)/python -m bench
 
 demo: setup
 	$(BIN)/otel-a2a demo
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind

@@ -39,11 +39,18 @@ def _ledger() -> list[Row]:
 
 
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
-    from bench import bench_large_body, bench_overhead, bench_protocol, bench_startup
+    from bench import (
+        bench_instructions,
+        bench_large_body,
+        bench_overhead,
+        bench_protocol,
+        bench_startup,
+    )
 
     return [
         ("protocol", bench_protocol.run),
         ("overhead", bench_overhead.run),
+        ("instructions", bench_instructions.run),
         ("large body", bench_large_body.run),
         ("startup", bench_startup.run),
         ("ledger", _ledger),

@@ -1,0 +1,103 @@
+"""The overhead ratio again, counted in instructions: deterministic where wall-clock is not.
+
+On a shared 2-core machine the wall-clock ratio of ``bench_overhead`` moves by tens of points
+from round to round. Valgrind's callgrind counts the instructions a process executes, the same
+on every run, so the ratio it gives is reproducible to the last digit and a change of 1 % in
+otel-a2a's cost is visible. It counts instructions, not time: a cache miss costs one.
+
+Each configuration of ``bench_overhead`` ((a) bare httpx, (b) + httpx instrumentation + SDK,
+(c) (b) + otel_a2a) runs in its own interpreter under callgrind twice, with ``WARMUP`` requests
+and with ``WARMUP + REQUESTS``; the difference divided by ``REQUESTS`` is the per-request count,
+with start-up, imports and warm-up cancelled out. The BatchSpanProcessor's export thread is
+counted too (callgrind counts every thread): exporting a span is part of its cost.
+
+A fourth run, *floor*, starts and ends one SDK span per request carrying exactly the name,
+kind and attributes of the span otel-a2a makes for that ``GetTask`` (taken from a real
+request), under both span processors, all attributes given at start (the cheapest way to set
+them). No implementation of DESIGN §3 with the OpenTelemetry SDK can cost less than this.
+
+Needs ``valgrind`` on ``PATH`` (Debian package ``valgrind``); without it the rows say so.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from bench import Row
+
+WARMUP = 200
+REQUESTS = 300
+CONFIGS = ("a", "b", "c", "floor")
+_COLLECTED = re.compile(rb"Collected : (\d+)")
+
+
+def _count(config: str, requests: int) -> int:
+    """Instructions executed by one worker process (callgrind's total)."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "bench.bench_instructions",
+        config,
+        str(WARMUP + requests),
+    ]
+    done = subprocess.run(command, capture_output=True, check=True, timeout=900)
+    found = _COLLECTED.search(done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-400:]!r}")
+    return int(found.group(1))
+
+
+def run() -> list[Row]:
+    if shutil.which("valgrind") is None:
+        return [Row("instructions: not measured (valgrind not installed)", "-")]
+    jobs = [(config, n) for config in CONFIGS for n in (0, REQUESTS)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores
+        totals = dict(zip(jobs, pool.map(lambda job: _count(*job), jobs), strict=True))
+    per = {c: (totals[c, REQUESTS] - totals[c, 0]) / REQUESTS for c in CONFIGS}
+    httpx_inc, a2a_inc = per["b"] - per["a"], per["c"] - per["b"]
+    return [
+        Row("instructions: (a) bare httpx, 2 KB GetTask (per request)", f"{per['a']:,.0f}"),
+        Row("instructions: (b) + httpx instrumentation + SDK", f"{per['b']:,.0f}"),
+        Row("instructions: (c) (b) + otel_a2a", f"{per['c']:,.0f}"),
+        Row("instructions: otel_a2a increment / httpx increment (%)", f"{a2a_inc / httpx_inc:.0%}"),
+        Row(
+            "instructions: floor, our GetTask span alone, as % of the httpx increment",
+            f"{per['floor'] / httpx_inc:.0%}",
+        ),
+        Row("  the floor span (instructions per request)", f"{per['floor']:,.0f}"),
+    ]
+
+
+def _worker(config: str, requests: int) -> None:
+    """One configuration, ``requests`` requests (callgrind counts the whole process)."""
+    from bench._payload import PATH, REQUEST_HEADERS, get_task_response, request_body
+    from bench.bench_overhead import Setup, floor_span
+
+    body, content = get_task_response(2048), request_body()
+    if config == "floor":
+        one_span, _ = floor_span(body)
+        for _ in range(requests):
+            one_span()
+        return
+    setup = Setup(body, instrumented=config != "a")
+    if config == "c":
+        from otel_a2a.instrumentation import A2AInstrumentor
+
+        A2AInstrumentor().instrument(
+            tracer_provider=setup.tracer_provider, meter_provider=setup.meter_provider
+        )
+    post = setup.client.post
+    for _ in range(requests):
+        post(PATH, content=content, headers=REQUEST_HEADERS).read()
+    setup.close()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], int(sys.argv[2]))
