@@ -28,6 +28,9 @@ class Settings:
     max_body_bytes: int = 4 * 1024 * 1024
 
 
+_DEFAULTS = Settings()
+
+
 def _warn(name: str, value: str, default: object) -> None:
     _log.warning("otel-a2a: ignoring %s=%r (invalid); using the default %r", name, value, default)
 
@@ -104,10 +107,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read every ``OTEL_A2A_*`` variable; never raises."""
     env = os.environ if env is None else env
     return Settings(
-        enabled=_bool(env, "OTEL_A2A_ENABLED", False),
+        enabled=_bool(env, "OTEL_A2A_ENABLED", _DEFAULTS.enabled),
         enforce=_mode(env),
-        default_heartbeat=_positive_float(env, "OTEL_A2A_DEFAULT_HEARTBEAT", 30.0),
+        default_heartbeat=_positive_float(
+            env, "OTEL_A2A_DEFAULT_HEARTBEAT", _DEFAULTS.default_heartbeat
+        ),
         heartbeat_overrides=_overrides(env, "OTEL_A2A_HEARTBEAT_OVERRIDES"),
-        max_tracked_tasks=_positive_int(env, "OTEL_A2A_MAX_TRACKED_TASKS", 100_000),
-        max_body_bytes=_positive_int(env, "OTEL_A2A_MAX_BODY_BYTES", 4 * 1024 * 1024),
+        max_tracked_tasks=_positive_int(
+            env, "OTEL_A2A_MAX_TRACKED_TASKS", _DEFAULTS.max_tracked_tasks
+        ),
+        max_body_bytes=_positive_int(env, "OTEL_A2A_MAX_BODY_BYTES", _DEFAULTS.max_body_bytes),
     )
