@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from otel_a2a.protocol import CardInfo, parse_card
+from otel_a2a.protocol import Binding, CardInfo, parse_card
 
 WELL_KNOWN = "/.well-known/agent-card.json"
 _REQUIRED_V1 = (
@@ -28,7 +28,9 @@ _REQUIRED_V1 = (
     "defaultOutputModes",
     "skills",
 )
-_BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
+_BINDINGS = frozenset(binding.value for binding in Binding)
+# a URL httpx cannot even parse is not an HTTPError
+_FETCH_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
 
 
 @dataclass
@@ -51,7 +53,9 @@ def card_url(url: str) -> str:
     return url if url.rstrip("/").endswith((".json",)) else url.rstrip("/") + WELL_KNOWN
 
 
-def _problems(doc: dict[str, Any], report: CardReport, etag_header: str | None) -> None:
+def _problems(
+    doc: dict[str, Any], card: CardInfo, report: CardReport, etag_header: str | None
+) -> None:
     if "supportedInterfaces" not in doc and "url" in doc:
         report.warnings.append(
             "v0.3-style card (no supportedInterfaces): a v1.0 client may not find an interface"
@@ -81,11 +85,11 @@ def _problems(doc: dict[str, Any], report: CardReport, etag_header: str | None) 
             "no ETag header (spec §8.6 SHOULD): otel-a2a hashes the card "
             "(JCS), so any byte of change counts as a redeploy"
         )
-    if report.card is not None and report.card.max_age is None:
+    if card.max_age is None:
         report.warnings.append(
             "no Cache-Control max-age (spec §8.6 SHOULD): clients pick their own card TTL"
         )
-    if report.card is not None and report.card.heartbeat is None:
+    if card.heartbeat is None:
         report.warnings.append(
             "no heartbeat declared (extension urn:otel-a2a:heartbeat:v1 or "
             "heartbeatInterval): OTEL_A2A_DEFAULT_HEARTBEAT applies"
@@ -100,7 +104,7 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
     try:
         try:
             response = http.get(report.url)
-        except httpx.HTTPError as exc:
+        except _FETCH_ERRORS as exc:
             report.errors.append(f"fetch failed: {type(exc).__name__}: {exc}")
             return report
         report.status = response.status_code
@@ -108,19 +112,24 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
         if response.status_code != 200:
             report.errors.append(f"card fetch answered HTTP {response.status_code}")
             return report
-        report.card = parse_card(200, response.headers, response.content)
+        card = parse_card(200, response.headers, response.content)
         try:
             doc = json.loads(response.content)
         except ValueError:
             doc = None
-        if report.card is None or not isinstance(doc, dict):
+        if card is None or not isinstance(doc, dict):
             report.errors.append("the body is not a JSON Agent Card")
-            report.card = None
             return report
+        report.card = card
         etag_header = response.headers.get("etag")
-        _problems(doc, report, etag_header)
+        _problems(doc, card, report, etag_header)
         if etag_header is not None:
-            again = http.get(report.url, headers={"If-None-Match": etag_header})
+            try:
+                again = http.get(report.url, headers={"If-None-Match": etag_header})
+            except _FETCH_ERRORS as exc:
+                report.revalidation = f"failed: {type(exc).__name__}"
+                report.warnings.append(f"revalidation failed: {type(exc).__name__}: {exc}")
+                return report
             if again.status_code == 304:
                 report.revalidation = "304 Not Modified (If-None-Match honoured)"
             else:

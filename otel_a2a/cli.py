@@ -14,6 +14,7 @@ parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug i
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 
@@ -35,11 +36,28 @@ def _run_demo(args: argparse.Namespace) -> int:
     return main(config, quiet=args.quiet)
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
+def _number(
+    convert: Callable[[str], float], ok: Callable[[float], bool], what: str
+) -> Callable[[str], float]:
+    """An argparse ``type`` that accepts finite numbers for which ``ok`` holds, else says
+    ``what`` they must be (never a traceback, never ``inf``/``nan``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
+        return value
+
+    return parse
+
+
+_positive = _number(float, lambda v: v > 0, "a number of seconds > 0")
+_non_negative = _number(float, lambda v: v >= 0, "a number of seconds >= 0")
+_count = _number(int, lambda v: v >= 1, "an integer >= 1")
+_port = _number(int, lambda v: 0 <= v <= 65535, "an integer 0-65535 (0: any free port)")
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -107,27 +125,6 @@ def _add_check_card(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("url")
     p.set_defaults(handler=_run_check_card)
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError("must be 0-65535 (0: any free port)")
-    return value
 
 
 def _add_correlation_options(p: argparse.ArgumentParser) -> None:

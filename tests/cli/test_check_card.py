@@ -1,12 +1,17 @@
-"""``otel-a2a check-card`` against the real SDK peers and a card that breaks the rules."""
+"""``otel-a2a check-card`` against the real SDK peers and real servers whose cards break rules."""
 
 from __future__ import annotations
 
-import httpx
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from otel_a2a.check_card import check_card, render
 from otel_a2a.cli import main
+from tests.support.misbehaving import CARD, ETAG
 
 
 @pytest.mark.parametrize("peer", ["python_peer", "node_peer"])
@@ -28,11 +33,52 @@ def test_cli_prints_the_report(python_peer: str, capsys: pytest.CaptureFixture[s
     assert "result      ok" in out
 
 
-def test_problems_are_reported() -> None:
-    card = {"name": "x", "supportedInterfaces": [{"url": "/relative", "protocolBinding": "SOAP"}]}
-    transport = httpx.MockTransport(lambda r: httpx.Response(200, json=card))
-    with httpx.Client(transport=transport) as client:
-        report = check_card("http://agent.test", client)
+class _CardHandler(BaseHTTPRequestHandler):
+    """Cards that break the rules, served over a real socket (the first path segment picks)."""
+
+    def do_GET(self) -> None:
+        case = self.path.strip("/").split("/")[0]
+        if case == "flaky" and self.headers.get("If-None-Match"):
+            self.close_connection = True  # hang up without an answer: a failed revalidation
+            return
+        if case == "broken":
+            card: object = BROKEN_CARD
+            headers: dict[str, str] = {}
+        else:
+            card, headers = CARD, {"ETag": ETAG, "Cache-Control": "max-age=60"}
+        body = b"<html>" if case == "html" else json.dumps(card).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html" if case == "html" else "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+BROKEN_CARD = {
+    "name": "x",
+    "supportedInterfaces": [{"url": "/relative", "protocolBinding": "SOAP"}],
+}
+
+
+@pytest.fixture(scope="module")
+def card_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CardHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_problems_are_reported(card_server: str) -> None:
+    report = check_card(card_server + "/broken")
     assert report.exit_code == 1
     text = "\n".join(report.errors + report.warnings)
     assert "missing required v1.0 fields: description, version" in text
@@ -42,8 +88,26 @@ def test_problems_are_reported() -> None:
     assert report.card is not None and report.card.etag.startswith("sha256:")
 
 
-def test_unreachable_and_non_card() -> None:
-    transport = httpx.MockTransport(lambda r: httpx.Response(200, text="<html>"))
-    with httpx.Client(transport=transport) as client:
-        assert check_card("http://agent.test", client).exit_code == 2
-    assert check_card("http://127.0.0.1:9/").exit_code == 2
+def test_ignored_and_failed_revalidation_are_warnings(card_server: str) -> None:
+    ignored = check_card(card_server + "/ignored")
+    assert ignored.exit_code == 0, render(ignored)
+    assert ignored.revalidation == "HTTP 200 (If-None-Match ignored)"
+    assert any("If-None-Match not honoured" in w for w in ignored.warnings)
+    failed = check_card(card_server + "/flaky")
+    assert failed.exit_code == 0, render(failed)
+    assert failed.revalidation.startswith("failed: RemoteProtocolError")
+    assert any(w.startswith("revalidation failed: RemoteProtocolError") for w in failed.warnings)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/", "http://[::1", "ftp://agent.test/"])
+def test_unreachable_or_unusable_url_is_a_report_not_a_traceback(url: str) -> None:
+    report = check_card(url)
+    assert report.exit_code == 2
+    assert report.errors and report.errors[0].startswith("fetch failed: ")
+
+
+def test_non_card_body(card_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-card", card_server + "/html"]) == 2
+    out = capsys.readouterr().out
+    assert "ERROR       the body is not a JSON Agent Card" in out
+    assert "result      unusable" in out
