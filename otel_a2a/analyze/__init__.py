@@ -52,8 +52,9 @@ def analyze_files(
 ) -> int:
     """The ``analyze`` command: 0 no finding, 1 findings, 2 an input could not be read.
 
-    ``-`` reads standard input. A file whose every line is unreadable counts as unreadable;
-    isolated bad lines are skipped and counted on stderr.
+    ``-`` reads standard input. A file whose every line is unreadable, or that holds no span
+    at all (a metrics or logs export), counts as unreadable; isolated bad lines are skipped
+    and counted on stderr.
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -61,12 +62,13 @@ def analyze_files(
     findings: list[Finding] = []
     unreadable = False
     for path in paths:
-        lines = good = bad = 0
+        lines = good = bad = spans = 0
         try:
             stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
             try:
                 for batch in parse_lines(stream):
                     lines += 1
+                    spans += batch.spans
                     if batch.spans == 0 and batch.errors:
                         bad += 1
                     else:
@@ -82,6 +84,9 @@ def analyze_files(
         if lines and not good:
             print(f"otel-a2a analyze: {path}: no OTLP JSON trace request in it", file=err)
             unreadable = True
+        elif lines and not spans:  # valid OTLP JSON, but metrics or logs
+            print(f"otel-a2a analyze: {path}: no trace spans in it (a traces export?)", file=err)
+            unreadable = True
         elif bad:
             print(f"otel-a2a analyze: {path}: skipped {bad} unreadable line(s)", file=err)
     for finding in findings:
@@ -89,7 +94,7 @@ def analyze_files(
     s = c.stats
     print(
         f"otel-a2a analyze: {s.spans} spans, {s.beliefs} task beliefs, {c.tasks} tasks, "
-        f"{len(findings)} findings",
+        f"{len(findings)} findings, {s.errors} malformed line(s) or span(s) skipped",
         file=err,
     )
     if unreadable:

@@ -41,7 +41,7 @@ def test_findings_exit_1_with_one_line_each(
     assert lines[1].startswith("task t2: renormalized_state: gateway working")
     assert "'Working'" in lines[1]
     assert "skipped 1 unreadable line" in captured.err
-    assert "4 spans, 4 task beliefs, 2 tasks, 2 findings" in captured.err
+    assert "4 spans, 4 task beliefs, 2 tasks, 2 findings, 1 malformed line(s) or span(s)" in captured.err
 
 
 def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,7 +79,27 @@ def test_unreadable_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "cross_runtime_conflict" in capsys.readouterr().out
 
 
-def test_bad_options_exit_2(tmp_path: Path) -> None:
+def test_a_metrics_export_is_not_a_clean_trace_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = _write(tmp_path / "metrics.json", {"resourceMetrics": []})
+    assert main(["analyze", metrics]) == 2
+    assert "no trace spans in it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--max-tasks", "0", "must be an integer >= 1"),
+        ("--max-tasks", "many", "must be an integer >= 1"),
+        ("--grace", "inf", "must be a number of seconds >= 0"),
+        ("--grace", "-1", "must be a number of seconds >= 0"),
+    ],
+)
+def test_bad_options_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, says: str
+) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["analyze", "--max-tasks", "0", str(tmp_path)])
+        main(["analyze", option, value, str(tmp_path)])
     assert exc.value.code == 2
+    assert f"argument {option}: {value!r}: {says}" in capsys.readouterr().err
