@@ -39,7 +39,7 @@ from bench import Row, check, median
 from bench._payload import BASE, PATH, REQUEST_HEADERS, RESPONSE_HEADERS, get_task_response
 from bench._payload import request_body as make_request_body
 from otel_a2a.instrumentation import A2AInstrumentor, DivergenceSpanProcessor
-from otel_a2a.instrumentation.semconv import SCOPE
+from otel_a2a.semconv import SCOPE
 from otel_a2a.version import __version__
 
 SIZE = 2048

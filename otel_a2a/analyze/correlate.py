@@ -20,7 +20,6 @@ oldest dropped), ``max_traces`` traces of ``max_spans`` parent links each.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from otel_a2a.analyze.model import NANOS, Batch, Belief, Finding, SpanLink
@@ -178,12 +177,3 @@ def _same(a: Belief, b: Belief) -> bool:
         and a.raw == b.raw
         and a.service == b.service
     )
-
-
-def correlate(batches: Iterable[Batch], correlator: Correlator | None = None) -> list[Finding]:
-    """All findings of ``batches``, fed in order (the offline analyzer)."""
-    c = correlator or Correlator()
-    findings: list[Finding] = []
-    for batch in batches:
-        findings.extend(c.feed(batch))
-    return findings

@@ -17,17 +17,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from otel_a2a import semconv as sc
 from otel_a2a.analyze.model import Batch, Belief, SpanLink
 from otel_a2a.protocol.states import TaskState, normalize_task_state
 
 SERVICE_NAME = "service.name"
-TASK_ID = "a2a.task.id"
-TASK_STATE = "a2a.task.state"
-TASK_STATE_RAW = "a2a.task.state.raw"
-AUTHORITATIVE = "a2a.observation.authoritative"
-OPERATION = "a2a.operation"
-AGENT_NAME = "a2a.agent.name"
-EVENT_TASK_STATUS = "a2a.task.status"
 UNKNOWN_SERVICE = "unknown_service"
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
@@ -110,8 +104,8 @@ def _list(value: object) -> list[Any]:
 
 def _state(attrs: Mapping[str, object]) -> tuple[TaskState, str] | None:
     """Canonical state and wire spelling; the spelling is the canonical one if not recorded."""
-    raw = attrs.get(TASK_STATE_RAW)
-    canonical = attrs.get(TASK_STATE)
+    raw = attrs.get(sc.TASK_STATE_RAW)
+    canonical = attrs.get(sc.TASK_STATE)
     if isinstance(raw, str) and raw:
         return normalize_task_state(raw), raw[:_MAX_TEXT]
     if isinstance(canonical, str) and canonical:
@@ -130,24 +124,24 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
         task_id="",
         state=TaskState.UNKNOWN,
         raw="",
-        authoritative=attrs.get(AUTHORITATIVE) is True,
+        authoritative=attrs.get(sc.AUTHORITATIVE) is True,
         start_ns=start,
         end_ns=end,
         span_name=_text(span.get("name")),
         span_id=normalize_id(span.get("spanId"), 8),
         trace_id=normalize_id(span.get("traceId"), 16),
         parent_span_id=normalize_id(span.get("parentSpanId"), 8),
-        operation=_text(attrs.get(OPERATION)),
-        agent_name=_text(attrs.get(AGENT_NAME)),
+        operation=_text(attrs.get(sc.OPERATION)),
+        agent_name=_text(attrs.get(sc.AGENT_NAME)),
     )
     beliefs: list[Belief] = []
     # stream spans: one belief per a2a.task.status event, until the next one for that task
     per_task: dict[str, list[tuple[int, TaskState, str]]] = {}
     for event in _list(span.get("events")):
-        if not isinstance(event, Mapping) or event.get("name") != EVENT_TASK_STATUS:
+        if not isinstance(event, Mapping) or event.get("name") != sc.EVENT_TASK_STATUS:
             continue
         event_attrs = attributes(event.get("attributes"))
-        event_task, reading = _text(event_attrs.get(TASK_ID)), _state(event_attrs)
+        event_task, reading = _text(event_attrs.get(sc.TASK_ID)), _state(event_attrs)
         when = _nanos(event.get("timeUnixNano"))
         if event_task and reading is not None and when is not None:
             per_task.setdefault(event_task, []).append((min(max(when, start), end), *reading))
@@ -166,7 +160,7 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
                     superseded=not last,
                 )
             )
-    task_id, state = _text(attrs.get(TASK_ID)), _state(attrs)
+    task_id, state = _text(attrs.get(sc.TASK_ID)), _state(attrs)
     if task_id and state is not None:
         seen = per_task.get(task_id)
         if not seen:

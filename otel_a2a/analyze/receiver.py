@@ -21,6 +21,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any
 
+from otel_a2a import semconv as sc
 from otel_a2a.analyze.correlate import Correlator
 from otel_a2a.analyze.model import Finding
 from otel_a2a.analyze.otlp import normalize_id, parse_request
@@ -30,8 +31,6 @@ _log = logging.getLogger("otel_a2a.detector")
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-MAX_AGENT_NAMES = 100
-OTHER = "_OTHER"
 
 
 class BadRequest(ValueError):
@@ -76,19 +75,6 @@ def decode_body(body: bytes, content_type: str) -> dict[str, Any]:
     raise BadRequest(f"unsupported content type {kind!r}")
 
 
-class _Labels:
-    """Caps ``a2a.agent.name`` values on the metric (DESIGN §4)."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-
-    def __call__(self, name: str) -> str:
-        if name in self._seen or len(self._seen) < MAX_AGENT_NAMES:
-            self._seen.add(name)
-            return name
-        return OTHER
-
-
 class Detector:
     """The analysis behind the receiver: thread-safe, findings to ``on_finding`` and a metric."""
 
@@ -104,12 +90,11 @@ class Detector:
         from opentelemetry.sdk.metrics import MeterProvider
 
         self.correlator = correlator
-        self.findings: list[Finding] = []
         self.requests = 0
         self._on_finding = on_finding
         self._dump = dump
         self._lock = threading.Lock()
-        self._labels = _Labels()
+        self._labels = sc.AgentLabels()
         self._metrics_server: Any = None
         self.metrics_port: int | None = None
         readers = []
@@ -123,12 +108,11 @@ class Detector:
             self._metrics_server = server
             self.metrics_port = int(server.server_port)
         self._provider = MeterProvider(metric_readers=readers)
-        self._counter = self._provider.get_meter("otel_a2a", __version__).create_counter(
-            "a2a.divergence",
+        self._counter = self._provider.get_meter(sc.SCOPE, __version__).create_counter(
+            sc.M_DIVERGENCE,
             unit="{divergence}",
             description="Divergent liveness decisions and observations, by reason",
         )
-        self._max_findings = 10_000
 
     def ingest(self, doc: dict[str, Any]) -> list[Finding]:
         """Analyse one export request (OTLP JSON form); never raises on its content."""
@@ -140,15 +124,13 @@ class Detector:
                 self._dump.flush()
             findings = self.correlator.feed(batch)
             for finding in findings:
-                if len(self.findings) < self._max_findings:
-                    self.findings.append(finding)
-                attrs = {"a2a.divergence.reason": finding.reason.value}
+                attrs = {sc.DIVERGENCE_REASON: finding.reason.value}
                 b = finding.b
                 operation = b.operation or b.span_name.removeprefix("A2A ").strip()
                 if operation:
-                    attrs["a2a.operation"] = operation
+                    attrs[sc.OPERATION] = operation
                 if b.agent_name:
-                    attrs["a2a.agent.name"] = self._labels(b.agent_name)
+                    attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
                 self._counter.add(1, attrs)
                 if self._on_finding is not None:
                     try:

@@ -91,12 +91,10 @@ def rewrite_card(card: dict[str, Any], upstream: str, public: str) -> dict[str, 
             return public + url[len(upstream) :]
         return url
 
-    for iface in card.get("supportedInterfaces") or []:
-        if isinstance(iface, dict) and "url" in iface:
-            iface["url"] = fix(iface["url"])
-    for iface in card.get("additionalInterfaces") or []:
-        if isinstance(iface, dict) and "url" in iface:
-            iface["url"] = fix(iface["url"])
+    for key in ("supportedInterfaces", "additionalInterfaces"):
+        for iface in card.get(key) or []:
+            if isinstance(iface, dict) and "url" in iface:
+                iface["url"] = fix(iface["url"])
     if "url" in card:
         card["url"] = fix(card["url"])
     return card

@@ -36,9 +36,10 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
+
+from otel_a2a.protocol import parse_timestamp
 
 DEMO_DIR = Path(__file__).resolve().parent
 NODE_DIR = DEMO_DIR / "node"
@@ -48,7 +49,6 @@ ORCHESTRATOR = DEMO_DIR / "orchestrator.py"
 
 VARIANTS = ("restart", "spelling", "both", "healthy", "forget", "redeploy")
 BINDINGS = ("JSONRPC", "HTTP+JSON")
-RESTARTING = frozenset({"restart", "both", "forget", "redeploy"})
 RESPELLING = frozenset({"spelling", "both"})
 EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
     "restart": frozenset({"heartbeat_gap", "terminal_state"}),
@@ -56,6 +56,7 @@ EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
     "forget": frozenset({"heartbeat_gap", "terminal_state", "task_lost"}),
     "redeploy": frozenset({"etag_changed"}),
 }
+RESTARTING = frozenset(EXPECTED_AFTER_RESTART)
 Progress = Callable[[str], None]
 
 
@@ -233,7 +234,6 @@ class Proc:
             stderr=self._err,
             start_new_session=True,
         )
-        self.started_at = time.time()
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -356,15 +356,6 @@ def _sum(samples: Mapping[str, float], name: str) -> float:
     return sum(v for k, v in samples.items() if _split_key(k)[0] == name)
 
 
-def parse_time(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
     found: list[Divergence] = []
     for span in spans:
@@ -375,8 +366,8 @@ def _divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
             ev_attrs = event.get("attributes") or {}
             found.append(
                 Divergence(
-                    t=parse_time(event.get("timestamp"))
-                    or parse_time(span.get("start_time"))
+                    t=parse_timestamp(event.get("timestamp"))
+                    or parse_timestamp(span.get("start_time"))
                     or 0.0,
                     reason=str(ev_attrs.get("a2a.divergence.reason", "?")),
                     span=str(span.get("name", "?")),
@@ -391,7 +382,7 @@ def _divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
 
 def decision_spans(spans: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     out = [s for s in spans if (s.get("attributes") or {}).get("a2a.liveness.decision") is True]
-    out.sort(key=lambda s: parse_time(s.get("start_time")) or 0.0)
+    out.sort(key=lambda s: parse_timestamp(s.get("start_time")) or 0.0)
     return out
 
 
@@ -752,7 +743,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
         after = [
             d
             for d in decisions
-            if restart is not None and (parse_time(d.get("start_time")) or 0) >= restart
+            if restart is not None and (parse_timestamp(d.get("start_time")) or 0) >= restart
         ]
         expected = EXPECTED_AFTER_RESTART[variant]
         learned = _first_learned(result, restart or 0.0)

@@ -11,9 +11,9 @@ from typing import Any, TypeVar, cast
 from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from otel_a2a import semconv as sc
 from otel_a2a.detect import TaskStateDivergenceError, Verdict
 from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation import semconv as sc
 
 F = TypeVar("F", bound=Callable[..., Any])
 

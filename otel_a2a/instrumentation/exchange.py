@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from otel_a2a import semconv as sc
 from otel_a2a.detect import Verdict
-from otel_a2a.instrumentation import semconv as sc
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
     A2ARequest,

@@ -11,27 +11,9 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
+from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector
-from otel_a2a.instrumentation import semconv as sc
 from otel_a2a.version import __version__
-
-
-class AgentLabels:
-    """Caps ``a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``."""
-
-    def __init__(self, limit: int = sc.MAX_AGENT_NAMES) -> None:
-        self._limit = limit
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, name: str) -> str:
-        if name in self._seen:
-            return name
-        with self._lock:
-            if len(self._seen) < self._limit:
-                self._seen.add(name)
-                return name
-        return sc.OTHER
 
 
 class Tally:
@@ -66,7 +48,7 @@ class A2AMetrics:
         meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider)
         self._detector = detector
         self._agent_name = agent_name
-        self.labels = AgentLabels()
+        self.labels = sc.AgentLabels()
         self.divergence = meter.create_counter(
             sc.M_DIVERGENCE,
             unit="{divergence}",

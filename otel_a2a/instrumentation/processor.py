@@ -13,8 +13,8 @@ import time
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from otel_a2a import semconv as sc
 from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation import semconv as sc
 from otel_a2a.protocol import Binding, Operation, TaskReport, read_state
 
 

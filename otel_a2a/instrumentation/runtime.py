@@ -15,8 +15,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector, Verdict
-from otel_a2a.instrumentation import semconv as sc
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.version import __version__

@@ -41,7 +41,10 @@ def test_findings_exit_1_with_one_line_each(
     assert lines[1].startswith("task t2: renormalized_state: gateway working")
     assert "'Working'" in lines[1]
     assert "skipped 1 unreadable line" in captured.err
-    assert "4 spans, 4 task beliefs, 2 tasks, 2 findings, 1 malformed line(s) or span(s)" in captured.err
+    assert (
+        "4 spans, 4 task beliefs, 2 tasks, 2 findings, 1 malformed line(s) or span(s)"
+        in captured.err
+    )
 
 
 def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

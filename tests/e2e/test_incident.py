@@ -21,11 +21,11 @@ from otel_a2a.demo.scenario import (
     Timings,
     decision_spans,
     node_problem,
-    parse_time,
     render,
     run_scenario,
     span_reasons,
 )
+from otel_a2a.protocol import parse_timestamp
 from tests.support import in_ci
 
 pytestmark = pytest.mark.node
@@ -70,7 +70,7 @@ def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str
     after = [
         s
         for s in decision_spans(result.spans)
-        if (parse_time(s.get("start_time")) or 0.0) >= result.restart_at
+        if (parse_timestamp(s.get("start_time")) or 0.0) >= result.restart_at
     ]
     assert after, "no liveness decision after the restart\n" + _report(result)
     return str(after[0].get("name")), span_reasons(after[0])

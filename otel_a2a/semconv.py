@@ -1,6 +1,11 @@
-"""Span, event and metric names of DESIGN §3 and §4, written once."""
+"""Span, event and metric names of DESIGN §3 and §4, written once, and the §4 label cap.
+
+Pure (no OpenTelemetry import): the instrumentation and the analyzer both use it.
+"""
 
 from __future__ import annotations
+
+import threading
 
 SCOPE = "otel_a2a"
 
@@ -52,3 +57,21 @@ M_ERRORS = "a2a.instrumentation.errors"
 AGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 MAX_AGENT_NAMES = 100
 OTHER = "_OTHER"
+
+
+class AgentLabels:
+    """Caps ``a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``."""
+
+    def __init__(self, limit: int = MAX_AGENT_NAMES) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> str:
+        if name in self._seen:
+            return name
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(name)
+                return name
+        return OTHER
