@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -49,13 +49,37 @@ _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 _PREFIX_STEPS = (64 * 1024, 1024 * 1024)
 
 
-def _decoder(encoding: str) -> zlib._Decompress | None:
-    """A decoder for a raw body in ``encoding``; None when unsupported (br, zstd, ...)."""
-    if encoding == "gzip":
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        return zlib.decompressobj()
-    return None
+_INFLATE_STEP = 64 * 1024
+
+
+class _Inflater:
+    """Undoes ``Content-Encoding`` gzip/deflate in bounded steps: a few KB on the wire can
+    inflate to GBs, and the exchange stops taking pieces once it holds enough. ``deflate`` is
+    tried as zlib, then as raw deflate, as httpx does."""
+
+    __slots__ = ("_first", "_zlib")
+
+    def __init__(self, encoding: str) -> None:
+        self._zlib = zlib.decompressobj(
+            16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+        )
+        self._first = encoding == "deflate"
+
+    def pieces(self, chunk: bytes) -> Iterator[bytes]:
+        try:
+            piece = self._zlib.decompress(chunk, _INFLATE_STEP)
+        except zlib.error:
+            if not self._first:
+                raise
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            piece = self._zlib.decompress(chunk, _INFLATE_STEP)
+        self._first = False
+        while True:
+            yield piece
+            tail = self._zlib.unconsumed_tail
+            if not tail:
+                return
+            piece = self._zlib.decompress(tail, _INFLATE_STEP)
 
 
 class Exchange:
@@ -86,7 +110,7 @@ class Exchange:
         self.headers: Mapping[str, str] = {}
         self._buffer: bytearray | None = None
         self._overflow = False
-        self._decoder: zlib._Decompress | None = None
+        self._decoder: _Inflater | None = None
         self._sse: SSEParser | None = None
         self._stream_tasks: set[str] = set()
         self._last_report: TaskReport | None = None
@@ -145,11 +169,11 @@ class Exchange:
             self.span.set_attribute("http.response.status_code", status)
         encoding = headers.get("content-encoding", "").strip().lower()
         if raw and encoding not in ("", "identity"):
-            self._decoder = _decoder(encoding)
-            if self._decoder is None:
+            if encoding not in ("gzip", "deflate"):  # br, zstd, ...
                 self.rt.error("unsupported_content_encoding")
                 self._overflow = True  # observe nothing rather than guess
                 return
+            self._decoder = _Inflater(encoding)
         if "text/event-stream" in headers.get("content-type", ""):
             self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
             if self.a2a.task_id:
@@ -162,14 +186,22 @@ class Exchange:
         if self._closed or self._overflow or not chunk:
             return
         try:
-            if self._decoder is not None:
-                chunk = self._decoder.decompress(chunk)
-            if self._sse is not None:
-                self._on_events(self._sse.feed(chunk))
-            elif self._buffer is not None:
-                self._buffer_chunk(chunk)
+            if self._decoder is None:
+                self._take(chunk)
+                return
+            for piece in self._decoder.pieces(chunk):
+                if self._overflow:
+                    break  # holds enough: the rest is never inflated
+                self._take(piece)
         except Exception as exc:
+            self._overflow = True  # one failure is counted once, then nothing more is guessed
             self.rt.error(exc)
+
+    def _take(self, data: bytes) -> None:
+        if self._sse is not None:
+            self._on_events(self._sse.feed(data))
+        elif self._buffer is not None:
+            self._buffer_chunk(data)
 
     def _buffer_chunk(self, chunk: bytes) -> None:
         assert self._buffer is not None
@@ -188,15 +220,15 @@ class Exchange:
         if self._closed:
             return
         try:
-            if body is not None:
-                if self._sse is not None:
+            if self._sse is not None:
+                if body is not None:
                     self._on_events(self._sse.feed(body))
-                elif len(body) > self.rt.settings.max_body_bytes:
+                self._on_events(self._sse.close())  # a last event without its blank line
+            elif body is not None:
+                if len(body) > self.rt.settings.max_body_bytes:
                     self._observe_prefix(body)
                 else:
                     self._observe_body(body)
-            elif self._sse is not None:
-                self._on_events(self._sse.close())
             elif self._buffer is not None and not self._overflow:
                 self._observe_body(bytes(self._buffer))
             self._buffer = None
@@ -240,10 +272,12 @@ class Exchange:
     # -- observations ----------------------------------------------------------------------
 
     def _observe_prefix(self, body: bytes | bytearray) -> None:
-        """An oversized body: look for the state in growing prefixes, never the whole body."""
-        for step in (*_PREFIX_STEPS, len(body)):
+        """An oversized body: look for the state in growing prefixes, never beyond
+        ``OTEL_A2A_MAX_BODY_BYTES`` (a Message reply carries no state at all: stop there)."""
+        limit = min(len(body), self.rt.settings.max_body_bytes)
+        for step in (*(n for n in _PREFIX_STEPS if n < limit), limit):
             facts = extract_prefix(self.a2a, self.status, body[:step])
-            if facts.reports or facts.error is not None or step >= len(body):
+            if facts.reports or facts.error is not None or facts.message_only:
                 break
         self._apply(facts, streamed=False)
 

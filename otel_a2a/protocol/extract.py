@@ -73,15 +73,16 @@ def extract_response(request: A2ARequest, status: int, body: bytes) -> ResponseF
 def extract_prefix(request: A2ARequest, status: int, prefix: bytes | bytearray) -> ResponseFacts:
     """Facts from the leading bytes of a body too large to hold whole. Never raises.
 
-    The prefix is parsed tolerating truncation; only reports whose state arrived complete are
-    kept (a cut-off entry would look like a missing state, and nothing is ever guessed).
+    The prefix is parsed tolerating truncation, which drops a cut-off string: only reports
+    whose state value arrived are kept (a cut entry would look like a missing state, and
+    nothing is ever guessed), including complete spellings otel-a2a does not know.
     """
     try:
         doc = from_json(prefix, allow_partial=True)
         facts = _facts(request, doc, status)
     except Exception:
         return UNRECOGNIZED
-    complete = tuple(r for r in facts.reports if r.state is not None and r.state.mapped)
+    complete = tuple(r for r in facts.reports if r.state is not None and r.state.raw)
     return facts._replace(reports=complete) if len(complete) != len(facts.reports) else facts
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_a2a.protocol.extract import extract_response, extract_stream_payload
+from otel_a2a.protocol.extract import extract_prefix, extract_response, extract_stream_payload
 from otel_a2a.protocol.model import (
     A2AError,
     A2ARequest,
@@ -328,3 +328,43 @@ def test_js_v03_rest_bare_error_object() -> None:
     assert extract_response(REST_GET_V03, 404, body) == ResponseFacts(
         error=A2AError(-32001, "TASK_NOT_FOUND", True)
     )
+
+
+def _task_body(state: str, history: int = 50) -> bytes:
+    result = {
+        "id": TID,
+        "contextId": "c1",
+        "status": {"state": state},
+        "history": [{"messageId": f"m{i}", "parts": [{"text": "x" * 100}]} for i in range(history)],
+    }
+    doc = {"jsonrpc": "2.0", "id": 1, "result": result}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(
+    ("state", "canonical", "mapped"),
+    [("TASK_STATE_WORKING", TaskState.WORKING, True), ("paused", TaskState.UNKNOWN, False)],
+)
+def test_prefix_keeps_every_state_that_arrived_whole(
+    state: str, canonical: TaskState, mapped: bool
+) -> None:
+    body = _task_body(state)
+    facts = extract_prefix(GET_V1, 200, body[: len(body) // 2])  # cut inside the history
+    assert [r.task_id for r in facts.reports] == [TID]
+    reading = facts.reports[0].state
+    assert reading is not None
+    assert (reading.raw, reading.state, reading.mapped) == (state, canonical, mapped)
+
+
+@pytest.mark.parametrize("cut_after", [b'"status":{"state":"TASK_STA', b'"contextId":"c1",'])
+def test_prefix_cut_before_the_state_is_not_a_missing_state(cut_after: bytes) -> None:
+    body = _task_body("TASK_STATE_WORKING")
+    prefix = body[: body.index(cut_after) + len(cut_after)]
+    facts = extract_prefix(GET_V1, 200, prefix)
+    assert facts.reports == ()
+
+
+def test_prefix_of_a_message_reply_says_message_only() -> None:
+    message = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "y" * 5000}]}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"message": message}}).encode()
+    assert extract_prefix(SEND_V1, 200, body[:2000]).message_only

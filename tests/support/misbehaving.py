@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gzip
 import json
 import socket
 import struct
 import threading
+import zlib
 from collections.abc import Iterator
 
 TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
@@ -40,7 +43,12 @@ CASES = (
     "sse_ok",
     "card",
     "card_304",
+    "gzip",
+    "deflate_raw",
 )
+# not in CASES (the differential test reads every case four times): 32 MiB in ~32 KB of gzip
+BOMB = "gzip_bomb"
+BOMB_TEXT_BYTES = 32 * 1024 * 1024
 
 
 def _head(status: str, headers: dict[str, str]) -> bytes:
@@ -60,6 +68,27 @@ def _json(status: str, body: bytes, ctype: str = "application/json") -> bytes:
 
 def _rpc(result: object) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()
+
+
+def _encoded(body: bytes, encoding: str) -> bytes:
+    """A 200 JSON response whose body is sent with ``Content-Encoding``."""
+    if encoding == "gzip":
+        data = gzip.compress(body, 9)
+    else:  # raw deflate (no zlib header), which httpx accepts as "deflate"
+        packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        data = packer.compress(body) + packer.flush()
+    head = {
+        "Content-Type": "application/json",
+        "Content-Encoding": "gzip" if encoding == "gzip" else "deflate",
+        "Content-Length": str(len(data)),
+    }
+    return _head("200 OK", head) + data
+
+
+@functools.cache
+def bomb_response() -> bytes:
+    task = {**TASK, "history": [{"messageId": "m", "parts": [{"text": "a" * BOMB_TEXT_BYTES}]}]}
+    return _encoded(_rpc(task), "gzip")
 
 
 def _sse(frames: list[bytes]) -> bytes:
@@ -109,6 +138,12 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 )
         elif case == "ok":
             writer.write(_json("200 OK", _rpc(TASK)))
+        elif case == "gzip":
+            writer.write(_encoded(_rpc(TASK), "gzip"))
+        elif case == "deflate_raw":
+            writer.write(_encoded(_rpc(TASK), "deflate"))
+        elif case == BOMB:
+            writer.write(bomb_response())
         elif case == "http404":
             body = json.dumps({"error": {"code": 404, "status": "NOT_FOUND", "message": "no"}})
             writer.write(_json("404 Not Found", body.encode()))
