@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 
-from otel_a2a.protocol._util import MAX_FULL_PARSE, get_dict, get_str, header, parse_request
+from otel_a2a.protocol._util import get_dict, get_str, header, parse_request
 from otel_a2a.protocol.model import A2ARequest, Binding, Operation
 
 Op = Operation
@@ -109,6 +109,8 @@ _BLANK = re.compile(rb"[ \t\r\n]*\Z")
 _B_GRPC = Binding.GRPC
 _B_HTTP_JSON = Binding.HTTP_JSON
 _B_JSONRPC = Binding.JSONRPC
+_JSONRPC_KEY = b'"jsonrpc"'
+_SNIFF = 4096
 _CANCEL_TASK = Op.CANCEL_TASK
 _CREATE_PUSH_CONFIG = Op.CREATE_PUSH_CONFIG
 _DELETE_PUSH_CONFIG = Op.DELETE_PUSH_CONFIG
@@ -264,8 +266,17 @@ def _classify_grpc(method: str, path: str, headers: Mapping[str, str]) -> A2AReq
     return A2ARequest(op, _B_GRPC, version)
 
 
+def _mentions_jsonrpc(body: bytes) -> bool:
+    """Whether the ``"jsonrpc"`` key is near either end of the body: a top-level key is, in
+    every serialisation (both SDKs write it first; it ends up last only after ``params``).
+    Bounded, so a large non-A2A POST (an LLM prompt) costs two 4 KB searches, not a scan."""
+    if body.find(_JSONRPC_KEY, 0, _SNIFF) >= 0:
+        return True
+    return len(body) > _SNIFF and body.find(_JSONRPC_KEY, len(body) - _SNIFF) >= 0
+
+
 def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2ARequest | None:
-    if body.find(b'"jsonrpc"', 0, MAX_FULL_PARSE) < 0:  # cheap: most non-A2A POSTs stop here
+    if not _mentions_jsonrpc(body):  # most non-A2A POSTs stop here
         return None
     doc = parse_request(body)
     if not isinstance(doc, dict) or "jsonrpc" not in doc:

@@ -371,3 +371,17 @@ def test_deep_nesting_does_not_blow_the_stack() -> None:
     body = b'{"jsonrpc":"2.0","method":"GetTask","params":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     req = classify_request("POST", "/rpc", {}, body)
     assert req is None or req.task_id is None
+
+
+@pytest.mark.parametrize("jsonrpc_last", [False, True])
+def test_large_jsonrpc_request_is_recognised_with_the_key_at_either_end(
+    jsonrpc_last: bool,
+) -> None:
+    params = {
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "q" * 100_000}]}
+    }
+    doc = {"params": params, "id": 1, "method": "SendMessage"}
+    doc = {**doc, "jsonrpc": "2.0"} if jsonrpc_last else {"jsonrpc": "2.0", **doc}
+    body = json.dumps(doc).encode()
+    found = classify_request("POST", "/a2a", {"A2A-Version": "1.0"}, body)
+    assert found is not None and found.operation is Operation.SEND_MESSAGE
