@@ -42,15 +42,17 @@ class liveness_decision:
             return self
         try:
             agent = rt.resolve_agent(self.task_id, self.agent)
+            attributes: dict[str, str | bool] = {
+                sc.LIVENESS_DECISION: True,
+                sc.TASK_ID: self.task_id,
+                sc.ASSUMED_STATE: self.assumed_state,
+                sc.AGENT_URL: agent,
+            }
+            etag = rt.detector.registry.etag(agent)
+            if etag is not None:
+                attributes[sc.CARD_ETAG] = etag
             span = rt.tracer.start_span(
-                "A2A liveness_decision",
-                kind=SpanKind.INTERNAL,
-                attributes={
-                    sc.LIVENESS_DECISION: True,
-                    sc.TASK_ID: self.task_id,
-                    sc.ASSUMED_STATE: self.assumed_state,
-                    sc.AGENT_URL: agent,
-                },
+                "A2A liveness_decision", kind=SpanKind.INTERNAL, attributes=attributes
             )
             self._span = span
             self.verdict = rt.decide(span, self.task_id, agent, "liveness_decision")

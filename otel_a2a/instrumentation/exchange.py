@@ -137,6 +137,8 @@ class Exchange:
             attrs[sc.AGENT_NAME] = name
         if a2a.task_id:
             attrs[sc.TASK_ID] = a2a.task_id
+            if op_name in _DECISION_OPS:  # judged in ``before_send``
+                attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
         if self.etag_before and op is not _GET_AGENT_CARD:

@@ -39,7 +39,9 @@ class DivergenceSpanProcessor(SpanProcessor):
             if not isinstance(task_id, str):
                 return
             agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
-            rt.decide(span, task_id, agent, "liveness_decision")
+            etag = rt.decide(span, task_id, agent, "liveness_decision").evidence.etag_now
+            if etag is not None and span.is_recording():
+                span.set_attribute(sc.CARD_ETAG, etag)
         except Exception as exc:
             rt.error(exc)
 

@@ -121,18 +121,21 @@ class Runtime:
     def decide(
         self, span: Span, task_id: str, agent: str, operation: str, now: float | None = None
     ) -> Verdict:
-        """Judge one liveness decision and account for it (metrics, event)."""
+        """Judge one liveness decision and account for it (metrics, event). The span already
+        carries ``a2a.liveness.decision`` and the etag in force from its start (set once).
+
+        The verdict survives a failure of the accounting (counted): enforce mode acts on it.
+        """
         verdict = self.detector.decide(task_id, agent, time.monotonic() if now is None else now)
-        label = self.metrics.agent(agent)
-        outcome = "authoritative" if verdict.ok else "divergent"
-        self.metrics.decisions.add(1, {sc.DECISION_OUTCOME: outcome, sc.AGENT_NAME: label})
-        if verdict.evidence.age is not None:
-            self.metrics.observation_age.record(verdict.evidence.age, {sc.AGENT_NAME: label})
-        if span.is_recording():
-            span.set_attribute(sc.LIVENESS_DECISION, True)
-            if verdict.evidence.etag_now is not None:
-                span.set_attribute(sc.CARD_ETAG, verdict.evidence.etag_now)
-        self.report(span, verdict, operation)
+        try:
+            label = self.metrics.agent(agent)
+            outcome = "authoritative" if verdict.ok else "divergent"
+            self.metrics.decisions.add(1, {sc.DECISION_OUTCOME: outcome, sc.AGENT_NAME: label})
+            if verdict.evidence.age is not None:
+                self.metrics.observation_age.record(verdict.evidence.age, {sc.AGENT_NAME: label})
+            self.report(span, verdict, operation)
+        except Exception as exc:
+            self.error(exc)
         return verdict
 
 
