@@ -263,7 +263,6 @@ class Exchange:
                 if last and last.state is not None:
                     attrs[sc.TASK_STATE] = last.state.state.value
                 self.span.add_event(sc.EVENT_STREAM_ABNORMAL_END, attrs)
-            self.rt.metrics.sync_evictions()
         except Exception as exc:
             self.rt.error(exc)
         finally:

@@ -39,6 +39,15 @@ class Tally:
 
 
 class A2AMetrics:
+    """The instruments of DESIGN §4 for one runtime.
+
+    A meter returns the instrument it already has for a name, and keeps that instrument's
+    callbacks: after ``uninstrument()`` and ``instrument()`` on the same meter provider, the
+    first callbacks would still read the first runtime's ledger. So the observable
+    instruments read whichever ``A2AMetrics`` is active (see :func:`activate`), and nothing
+    holds a retired ledger.
+    """
+
     def __init__(
         self,
         detector: Detector,
@@ -46,9 +55,10 @@ class A2AMetrics:
         meter_provider: MeterProvider | None = None,
     ) -> None:
         meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider)
-        self._detector = detector
+        self.detector = detector
         self._agent_name = agent_name
         self.labels = sc.AgentLabels()
+        self.redundant = Tally()
         self.divergence = meter.create_counter(
             sc.M_DIVERGENCE,
             unit="{divergence}",
@@ -66,46 +76,68 @@ class A2AMetrics:
         self.etag_changes = meter.create_counter(
             sc.M_ETAG_CHANGES, unit="{change}", description="Agent Card etag changes seen"
         )
-        self.redundant = Tally()
-        meter.create_observable_counter(
-            sc.M_GET_REDUNDANT,
-            [self.redundant.observe],
-            unit="{request}",
-            description="GetTask requests sent while the last observation was authoritative",
-        )
-        self.evicted = meter.create_counter(
-            sc.M_EVICTED, unit="{task}", description="Tasks evicted from the bounded ledger"
-        )
         self.errors = meter.create_counter(
             sc.M_ERRORS, unit="{error}", description="Internal failures of otel-a2a (contained)"
         )
+        meter.create_observable_counter(
+            sc.M_GET_REDUNDANT,
+            [_observe_redundant],
+            unit="{request}",
+            description="GetTask requests sent while the last observation was authoritative",
+        )
+        meter.create_observable_counter(
+            sc.M_EVICTED,
+            [_observe_evicted],
+            unit="{task}",
+            description="Tasks evicted from the bounded ledger",
+        )
         meter.create_observable_gauge(
-            sc.M_TRACKED, [self._observe_tracked], unit="{task}", description="Tracked tasks"
+            sc.M_TRACKED, [_observe_tracked], unit="{task}", description="Tracked tasks"
         )
         meter.create_observable_gauge(
             sc.M_STALE,
-            [self._observe_stale],
+            [_observe_stale],
             unit="{task}",
             description="Non-terminal tasks whose last observation is older than the heartbeat",
         )
-        self._evicted_seen = 0
 
     def agent(self, agent: str) -> str:
         return self.labels(self._agent_name(agent))
 
-    def sync_evictions(self) -> None:
-        total = self._detector.evicted_total
-        if total > self._evicted_seen:
-            self.evicted.add(total - self._evicted_seen)
-            self._evicted_seen = total
 
-    def _observe_tracked(self, _options: CallbackOptions) -> Iterable[Observation]:
-        counts = self._detector.tracked_by_class()
-        return [Observation(n, {sc.TASK_STATE_CLASS: cls.value}) for cls, n in counts.items()]
+_active: A2AMetrics | None = None
 
-    def _observe_stale(self, _options: CallbackOptions) -> Iterable[Observation]:
-        totals: dict[str, int] = {}
-        for agent, n in self._detector.stale_by_agent(time.monotonic()).items():
-            label = self.agent(agent)
-            totals[label] = totals.get(label, 0) + n
-        return [Observation(n, {sc.AGENT_NAME: label}) for label, n in totals.items()]
+
+def activate(metrics: A2AMetrics | None) -> None:
+    """Make ``metrics`` the one the observable instruments report (None: report nothing)."""
+    global _active
+    _active = metrics
+
+
+def _observe_redundant(options: CallbackOptions) -> Iterable[Observation]:
+    m = _active
+    return m.redundant.observe(options) if m is not None else []
+
+
+def _observe_evicted(_options: CallbackOptions) -> Iterable[Observation]:
+    m = _active
+    return [Observation(m.detector.evicted_total)] if m is not None else []
+
+
+def _observe_tracked(_options: CallbackOptions) -> Iterable[Observation]:
+    m = _active
+    if m is None:
+        return []
+    counts = m.detector.tracked_by_class()
+    return [Observation(n, {sc.TASK_STATE_CLASS: cls.value}) for cls, n in counts.items()]
+
+
+def _observe_stale(_options: CallbackOptions) -> Iterable[Observation]:
+    m = _active
+    if m is None:
+        return []
+    totals: dict[str, int] = {}
+    for agent, n in m.detector.stale_by_agent(time.monotonic()).items():
+        label = m.agent(agent)
+        totals[label] = totals.get(label, 0) + n
+    return [Observation(n, {sc.AGENT_NAME: label}) for label, n in totals.items()]

@@ -18,7 +18,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector, Verdict
 from otel_a2a.instrumentation.config import Settings
-from otel_a2a.instrumentation.metrics import A2AMetrics
+from otel_a2a.instrumentation.metrics import A2AMetrics, activate
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
@@ -149,3 +149,4 @@ def current() -> Runtime | None:
 def install(runtime: Runtime | None) -> None:
     global _runtime
     _runtime = runtime
+    activate(runtime.metrics if runtime is not None else None)

@@ -240,7 +240,7 @@ def test_uninstrument_stops_everything(python_peer: str) -> None:
         assert vars(httpx.Client)["send"] is not SEND  # wrapped while instrumented
         run(_exchange(python_peer))
         assert len(_a2a(otel.spans())) == 4
-        redundant_before = otel.total("a2a.task.get.redundant")
+        assert otel.total("a2a.task.get.redundant") >= 1
     finally:
         instrumentor.uninstrument()
     assert _restored()
@@ -261,4 +261,5 @@ def test_uninstrument_stops_everything(python_peer: str) -> None:
     assert otel.spans() == []
     assert otel.total("a2a.liveness.decisions") == 0
     assert otel.total("a2a.divergence") == 0
-    assert otel.total("a2a.task.get.redundant") == redundant_before
+    assert otel.total("a2a.task.get.redundant") == 0  # no runtime: observables report nothing
+    assert otel.total("a2a.tasks.tracked") == 0

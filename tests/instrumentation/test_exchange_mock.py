@@ -287,3 +287,43 @@ def test_body_over_the_limit_is_observed_from_its_prefix(
         assert attrs["a2a.task.state"] == "working"
     finally:
         instrumentor.uninstrument()
+
+
+def test_reinstrumenting_on_the_same_meter_provider_reports_the_new_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A meter keeps the first callbacks of an instrument name: the gauges and observable
+    counters must still follow the runtime in force, and report nothing between runs."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_a2a.instrumentation import A2AInstrumentor
+    from tests.instrumentation.conftest import Harness as H
+
+    monkeypatch.setenv("OTEL_A2A_MAX_TRACKED_TASKS", "2")
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    harness = H(None, reader, TracerProvider())  # type: ignore[arg-type]
+    instrumentor = A2AInstrumentor()
+
+    def run(task_ids: list[str]) -> None:
+        agent = FakeAgent(states={t: "TASK_STATE_WORKING" for t in task_ids})
+        with agent.client() as client:
+            for task_id in task_ids:
+                agent.rpc(client, "GetTask", {"id": task_id})
+                agent.rpc(client, "GetTask", {"id": task_id})  # fresh: redundant
+
+    instrumentor.instrument(tracer_provider=harness.tracer_provider, meter_provider=meter_provider)
+    run(["a1"])
+    assert harness.total("a2a.tasks.tracked") == 1
+    instrumentor.uninstrument()
+    assert harness.total("a2a.tasks.tracked") == 0  # nothing reported between runs
+    instrumentor.instrument(tracer_provider=harness.tracer_provider, meter_provider=meter_provider)
+    try:
+        run(["b1", "b2", "b3"])
+        assert harness.total("a2a.tasks.tracked") == 2  # the new ledger, bounded at 2
+        assert harness.total("a2a.tasks.evicted") == 1
+        assert harness.total("a2a.task.get.redundant") == 3
+    finally:
+        instrumentor.uninstrument()
