@@ -9,13 +9,34 @@ spans that carry a task state into observations.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import TypeVar
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_a2a import semconv as sc
 from otel_a2a.instrumentation import runtime
-from otel_a2a.protocol import Binding, Operation, TaskReport, read_state
+from otel_a2a.protocol import (
+    Binding,
+    Operation,
+    StateReading,
+    TaskReport,
+    TaskState,
+    normalize_task_state,
+    read_state,
+)
+
+_E = TypeVar("_E", Binding, Operation)
+# versions and bindings whose exact spellings differ (DESIGN §1): v1.0 any, v0.3 JSON-RPC, gRPC
+_ANY_WIRE = (("1.0", Binding.JSONRPC), ("0.3", Binding.JSONRPC), ("0.3", Binding.GRPC))
+
+
+def _enum(kind: type[_E], value: object) -> _E | None:
+    try:
+        return kind(value)
+    except ValueError:
+        return None
 
 
 def _ours(span: ReadableSpan) -> bool:
@@ -53,28 +74,37 @@ class DivergenceSpanProcessor(SpanProcessor):
         if rt is None or _ours(span):
             return
         try:
-            task_id, raw = (
-                attrs.get(sc.TASK_ID),
-                attrs.get(sc.TASK_STATE_RAW, attrs.get(sc.TASK_STATE)),
-            )
-            if not isinstance(task_id, str) or not isinstance(raw, str):
-                return
-            version = attrs.get(sc.PROTOCOL_VERSION)
-            version = version if isinstance(version, str) else None
-            try:
-                binding = Binding(attrs.get(sc.BINDING, Binding.JSONRPC.value))
-            except ValueError:
-                binding = Binding.JSONRPC
-            try:
-                operation = Operation(attrs.get(sc.OPERATION, Operation.GET_TASK.value))
-            except ValueError:
-                operation = Operation.GET_TASK
-            report = TaskReport(task_id, None, read_state(raw, version, binding), "task")
-            agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
-            for verdict in rt.detector.on_reports(agent, [report], operation, time.monotonic()):
-                rt.report(None, verdict, operation.value)
+            task_id = attrs.get(sc.TASK_ID)
+            if isinstance(task_id, str):
+                self._observe(rt, task_id, attrs)
         except Exception as exc:
             rt.error(exc)
+
+    @staticmethod
+    def _observe(rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object]) -> None:
+        """A foreign span's task state becomes an observation. A wire spelling is judged
+        under the version and binding the span names; when it names none, a spelling exact
+        under any of them is exact. A canonical ``a2a.task.state`` alone is exact."""
+        raw, version = attrs.get(sc.TASK_STATE_RAW), attrs.get(sc.PROTOCOL_VERSION)
+        binding = _enum(Binding, attrs.get(sc.BINDING))
+        if isinstance(raw, str):
+            if isinstance(version, str) and binding is not None:
+                reading = read_state(raw, version, binding)
+            else:
+                readings = [read_state(raw, v, b) for v, b in _ANY_WIRE]
+                reading = next((r for r in readings if r.exact), readings[0])
+        else:
+            state = attrs.get(sc.TASK_STATE)
+            if not isinstance(state, str):
+                return
+            canonical = normalize_task_state(state)
+            reading = StateReading(state, canonical, canonical is not TaskState.UNKNOWN, True)
+        operation = _enum(Operation, attrs.get(sc.OPERATION))
+        source = operation.value if operation is not None else "unknown"
+        report = TaskReport(task_id, None, reading, "task")
+        agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
+        for verdict in rt.detector.on_reports(agent, [report], source, time.monotonic()):
+            rt.report(None, verdict, source)
 
     def shutdown(self) -> None:
         return None

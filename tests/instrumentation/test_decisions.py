@@ -101,6 +101,11 @@ def test_processor_turns_foreign_states_into_observations(otel: Harness) -> None
 
 
 def test_processor_added_once_to_the_provider_in_use(otel: Harness) -> None:
+    from otel_a2a.instrumentation import A2AInstrumentor
+
+    for _ in range(2):  # instrumenting again on the same provider adds no second processor
+        A2AInstrumentor().uninstrument()
+        A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
     processors = otel.tracer_provider._active_span_processor._span_processors
     assert sum(isinstance(p, DivergenceSpanProcessor) for p in processors) == 1
 
@@ -119,3 +124,35 @@ def test_without_instrumentation_the_block_just_runs() -> None:
         pass
     [span] = exporter.get_finished_spans()
     assert span.events == ()
+
+
+@pytest.mark.parametrize(
+    ("attributes", "reasons"),
+    [
+        ({"a2a.task.state": "working", "a2a.protocol.version": "1.0"}, []),
+        ({"a2a.task.state.raw": "TASK_STATE_WORKING"}, []),  # exact in v1.0: no version said
+        ({"a2a.task.state.raw": "working"}, []),  # exact in v0.3 JSON-RPC
+        ({"a2a.task.state.raw": "Working"}, ["non_canonical_state"]),  # exact nowhere
+        (
+            {
+                "a2a.task.state.raw": "working",
+                "a2a.protocol.version": "1.0",
+                "a2a.binding": "JSONRPC",
+            },
+            ["non_canonical_state"],  # v0.3's spelling on a v1.0 exchange
+        ),
+        ({"a2a.task.state": "paused"}, ["unknown_state"]),
+    ],
+)
+def test_processor_judges_foreign_spellings_only_as_far_as_the_span_says(
+    otel: Harness, attributes: dict[str, str], reasons: list[str]
+) -> None:
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    with tracer.start_as_current_span("server", attributes={"a2a.task.id": "tZ", **attributes}):
+        pass
+    found = [
+        (attrs["a2a.divergence.reason"], attrs["a2a.operation"])
+        for attrs, value in otel.points("a2a.divergence")
+        if value
+    ]
+    assert found == [(reason, "unknown") for reason in reasons]
