@@ -36,6 +36,8 @@ ASSUMED_STATE = "a2a.decision.assumed_state"
 DECISION_OUTCOME = "a2a.decision.outcome"
 DIVERGENCE_REASON = "a2a.divergence.reason"
 ERROR_TYPE = "error.type"
+HTTP_STATUS_CODE = "http.response.status_code"
+JSONRPC_ERROR_CODE = "rpc.jsonrpc.error_code"
 
 # events
 EVENT_DIVERGENCE = "a2a.divergence"

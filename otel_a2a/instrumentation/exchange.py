@@ -102,7 +102,7 @@ class Exchange:
         "url",
     )
 
-    def __init__(self, rt: Runtime, a2a: A2ARequest, url: str) -> None:
+    def __init__(self, rt: Runtime, a2a: A2ARequest, url: str, interface: str) -> None:
         self.rt = rt
         self.a2a = a2a
         self.url = url
@@ -117,7 +117,7 @@ class Exchange:
         self._terminal_seen = False
         self._closed = False
         detector = rt.detector
-        self.agent = rt.agent_for_url(url)
+        self.agent = rt.agent_for_url(url, interface)
         self.etag_before = detector.registry.etag(self.agent)
         op = a2a.operation
         op_name = op._value_  # Enum ``.value`` is a slow property on CPython 3.11
@@ -168,7 +168,7 @@ class Exchange:
         self.status = status
         self.headers = headers
         if self.span.is_recording():
-            self.span.set_attribute("http.response.status_code", status)
+            self.span.set_attribute(sc.HTTP_STATUS_CODE, status)
         encoding = headers.get("content-encoding", "").strip().lower()
         if raw and encoding not in ("", "identity"):
             if encoding not in ("gzip", "deflate"):  # br, zstd, ...
@@ -325,15 +325,20 @@ class Exchange:
         now = time.monotonic()
         detector = self.rt.detector
         for event in events:
-            if event.facts.reports or event.facts.error is not None:
-                self._apply(event.facts, streamed=True)
+            reports = event.facts.reports
+            if reports or event.facts.error is not None:
+                self._apply(event.facts, streamed=True, now=now)
+            # any frame (a ``: ping`` too) refreshes the stream's tasks; reported ones already are
             for task_id in self._stream_tasks:
-                detector.on_stream_frame(task_id, now)
+                if not any(r.task_id == task_id for r in reports):
+                    detector.on_stream_frame(task_id, now)
             if event.error and self.span.is_recording():
                 self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
 
-    def _apply(self, facts: ResponseFacts, *, streamed: bool) -> None:
-        rt, span, now = self.rt, self.span, time.monotonic()
+    def _apply(self, facts: ResponseFacts, *, streamed: bool, now: float | None = None) -> None:
+        rt, span = self.rt, self.span
+        if now is None:
+            now = time.monotonic()
         recording = span.is_recording()
         if facts.error is not None:
             if recording:
@@ -341,7 +346,7 @@ class Exchange:
                     Status(StatusCode.ERROR, facts.error.reason or str(facts.error.code))
                 )
                 if facts.error.code is not None:
-                    span.set_attribute("rpc.jsonrpc.error_code", facts.error.code)
+                    span.set_attribute(sc.JSONRPC_ERROR_CODE, facts.error.code)
             task_id = self.a2a.task_id
             if facts.error.task_not_found and task_id:
                 verdict = rt.detector.on_task_not_found(task_id, now)

@@ -72,8 +72,8 @@ def begin(request: httpx.Request) -> Exchange | None:
         if a2a is None:
             return None
         # netloc carries no credentials; query and fragment are dropped (never recorded)
-        clean = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
-        exchange = Exchange(rt, a2a, clean)
+        origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
+        exchange = Exchange(rt, a2a, origin + url.path, origin + a2a.base_url_path)
     except Exception as exc:
         rt.error(exc)
         return None

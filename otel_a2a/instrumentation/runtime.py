@@ -46,15 +46,18 @@ class Runtime:
         self.setup_pending: str | None = None
         self._agents_by_url: dict[str, str] = {}
 
-    def agent_for_url(self, url: str) -> str:
-        """The agent a request URL belongs to, memoised: the same few URLs repeat on every
-        request, and the answer only changes when a card is fetched (see ``cards_changed``)."""
-        agent = self._agents_by_url.get(url)
+    def agent_for_url(self, url: str, interface: str | None = None) -> str:
+        """The agent a request URL belongs to, memoised by ``interface`` (the URL without its
+        A2A suffix, which holds task ids in HTTP+JSON paths) or else by the URL: the same few
+        interfaces serve every request, and the answer only changes when a card is fetched
+        (see ``cards_changed``)."""
+        key = interface or url
+        agent = self._agents_by_url.get(key)
         if agent is None:
             agent = self.detector.registry.agent_for_url(url)
             if len(self._agents_by_url) >= _MAX_MEMO_URLS:
                 self._agents_by_url.clear()
-            self._agents_by_url[url] = agent
+            self._agents_by_url[key] = agent
         return agent
 
     def cards_changed(self) -> None:
