@@ -8,25 +8,17 @@ must not grow memory without limit).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
+from otel_a2a.protocol.card import valid_seconds
 from otel_a2a.protocol.model import CardInfo
 
 DEFAULT_HEARTBEAT = 30.0
-_MAX_INTERFACES = 32  # per card; a card declaring more is not describing itself honestly
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-
-
-def _valid_seconds(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    seconds = float(value)
-    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def _split(url: str) -> tuple[str, str, str] | None:
@@ -88,7 +80,7 @@ class _Agent:
     etag: str | None = None
     previous_etag: str | None = None
     etag_changes: int = 0
-    heartbeat: tuple[float, str] | None = None  # resolved lazily, reset on card change
+    heartbeat: tuple[float, str] | None = None  # resolved whenever a card is recorded
     prefixes: tuple[tuple[str, str], ...] = ()  # (origin, path prefix) this agent owns
 
 
@@ -108,10 +100,10 @@ class CardRegistry:
         heartbeat_overrides: Mapping[str, float] | None = None,
     ) -> None:
         self.max_agents = max(1, max_agents)
-        self.default_heartbeat = _valid_seconds(default_heartbeat) or DEFAULT_HEARTBEAT
+        self.default_heartbeat = valid_seconds(default_heartbeat) or DEFAULT_HEARTBEAT
         self._overrides: dict[str, float] = {}
         for key, value in (heartbeat_overrides or {}).items():
-            seconds = _valid_seconds(value)
+            seconds = valid_seconds(value)
             if isinstance(key, str) and seconds is not None:
                 self._overrides[key.strip().lower()] = seconds
         self._lock = threading.Lock()
@@ -159,8 +151,9 @@ class CardRegistry:
                 entry.etag_changes += 1
             entry.etag = card.etag
             entry.card = card
-            entry.heartbeat = None
             self._set_routes(agent, entry, card)
+            # resolved here, under the lock: a lazy cache could store the previous card's value
+            entry.heartbeat = self._resolve_heartbeat(agent, entry)
             return changed
 
     def touch_304(self, agent: str) -> None:
@@ -192,7 +185,7 @@ class CardRegistry:
     def _set_routes(self, agent: str, entry: _Agent, card: CardInfo) -> None:
         self._drop_routes(agent, entry)
         owned: list[tuple[str, str]] = []
-        for iface in card.interfaces[:_MAX_INTERFACES]:
+        for iface in card.interfaces:
             split = _split(iface.url) if isinstance(iface.url, str) else None
             if split is None:
                 continue
@@ -238,10 +231,7 @@ class CardRegistry:
         entry = self._agents.get(agent)
         if entry is not None and entry.heartbeat is not None:
             return entry.heartbeat
-        resolved = self._resolve_heartbeat(agent, entry)
-        if entry is not None:
-            entry.heartbeat = resolved  # a benign race: same value either way
-        return resolved
+        return self._resolve_heartbeat(agent, None)  # no card: overrides, else the default
 
     def _resolve_heartbeat(self, agent: str, entry: _Agent | None) -> tuple[float, str]:
         card = entry.card if entry is not None else None
@@ -251,7 +241,7 @@ class CardRegistry:
             if split is not None:
                 hostports.append(split[1])
             if card is not None:
-                for iface in card.interfaces[:_MAX_INTERFACES]:
+                for iface in card.interfaces:
                     isplit = _split(iface.url) if isinstance(iface.url, str) else None
                     if isplit is not None:
                         hostports.append(isplit[1])
@@ -259,11 +249,10 @@ class CardRegistry:
             if seconds is not None:
                 return seconds, "override"
         if card is not None:
-            seconds = _valid_seconds(card.heartbeat)
-            if seconds is not None and card.heartbeat_source in ("extension", "card-field"):
-                return seconds, card.heartbeat_source
+            seconds = valid_seconds(card.heartbeat)
             if seconds is not None:
-                return seconds, "card-field"
+                source = card.heartbeat_source
+                return seconds, source if source in ("extension", "card-field") else "card-field"
         return self.default_heartbeat, "default"
 
     def agents(self) -> list[str]:

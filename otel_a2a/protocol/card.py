@@ -178,7 +178,7 @@ def _interfaces(doc: dict[str, Any]) -> tuple[Interface, ...]:
     return tuple(found)
 
 
-def _seconds(value: Any) -> float | None:
+def valid_seconds(value: object) -> float | None:
     """A positive, finite number of seconds, or None (bools and strings are not numbers)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -197,11 +197,11 @@ def _heartbeat(
         for ext in extensions[:_MAX_INTERFACES]:
             if isinstance(ext, dict) and ext.get("uri") == HEARTBEAT_EXTENSION_URI:
                 params = get_dict(ext, "params") or {}
-                seconds = _seconds(params.get("intervalSeconds"))
+                seconds = valid_seconds(params.get("intervalSeconds"))
                 if seconds is not None:
                     return seconds, "extension"
     for holder in (doc, capabilities):
-        seconds = _seconds(holder.get("heartbeatInterval"))
+        seconds = valid_seconds(holder.get("heartbeatInterval"))
         if seconds is not None:
             return seconds, "card-field"
     return None, None
