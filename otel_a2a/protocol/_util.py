@@ -102,7 +102,7 @@ _PAYLOAD = {
 _RESPONSE = SchemaValidator(
     _fields(jsonrpc=_ANY, result=_fields(**_PAYLOAD), error=_ANY, code=_ANY, **_PAYLOAD)
 )
-_MESSAGE_IDS = _fields(taskId=_ANY, contextId=_ANY)
+_MESSAGE_IDS = _fields(taskId=_ANY, contextId=_ANY, task_id=_ANY, context_id=_ANY)
 _REQUEST = SchemaValidator(
     _fields(
         jsonrpc=_ANY,

@@ -224,9 +224,14 @@ def _classify_path(
     context_id: str | None = None
     if op in _SEND_OPS and body:
         message = get_dict(parse_request(body), "message")
-        task_id = get_str(message, "taskId")
-        context_id = get_str(message, "contextId")
+        task_id = _either(message, "taskId", "task_id")
+        context_id = _either(message, "contextId", "context_id")
     return A2ARequest(op, _B_HTTP_JSON, version, None, task_id, context_id, "/".join(base))
+
+
+def _either(obj: object, json_name: str, proto_name: str) -> str | None:
+    """A ProtoJSON field: parsers must accept the original proto name as well."""
+    return get_str(obj, json_name) or get_str(obj, proto_name)
 
 
 def _task_resource(method: str, last: str) -> tuple[Operation | None, str | None]:
@@ -291,17 +296,14 @@ def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2A
     task_id: str | None = None
     context_id: str | None = None
     if isinstance(params, dict):
-        if rpc_method in _PARAMS_ID_METHODS:
+        sending = op is _SEND_MESSAGE or op is _SEND_STREAMING_MESSAGE
+        message = get_dict(params, "message") if sending else None
+        if rpc_method in _PARAMS_ID_METHODS:  # v0.1 ``tasks/send`` too: params.id
             task_id = get_str(params, "id")
-        elif op is _SEND_MESSAGE or op is _SEND_STREAMING_MESSAGE:
-            message = get_dict(params, "message")
-            task_id = get_str(message, "taskId")
-            context_id = get_str(message, "contextId")
         else:
-            task_id = get_str(params, "taskId") or get_str(params, "task_id")
-        if context_id is None and (op is _SEND_MESSAGE or op is _SEND_STREAMING_MESSAGE):
-            # v0.1 ``tasks/send``: the task id is params.id, the context the message's
-            context_id = get_str(get_dict(params, "message"), "contextId")
+            task_id = _either(message if sending else params, "taskId", "task_id")
+        if sending:
+            context_id = _either(message, "contextId", "context_id")
     # built as a tuple: the named tuple's generated ``__new__`` costs a µs on this hot path
     return _new(
         A2ARequest,

@@ -385,3 +385,22 @@ def test_large_jsonrpc_request_is_recognised_with_the_key_at_either_end(
     body = json.dumps(doc).encode()
     found = classify_request("POST", "/a2a", {"A2A-Version": "1.0"}, body)
     assert found is not None and found.operation is Operation.SEND_MESSAGE
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+def test_follow_up_with_proto_field_names_is_recognised(binding: str) -> None:
+    """ProtoJSON parsers accept the original field names: ``task_id``, ``context_id``."""
+    message = {"message_id": "m", "task_id": "t7", "context_id": "c7", "role": "ROLE_USER"}
+    if binding == "jsonrpc":
+        doc: dict[str, object] = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": message},
+        }
+        found = classify_request("POST", "/a2a", {"A2A-Version": "1.0"}, json.dumps(doc).encode())
+    else:
+        body = json.dumps({"message": message}).encode()
+        headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+        found = classify_request("POST", "/a2a/message:send", headers, body)
+    assert found is not None and (found.task_id, found.context_id) == ("t7", "c7")
