@@ -59,7 +59,7 @@ def run() -> list[tuple[str, str]]:
     ids = [str(uuid.uuid4()) for _ in range(N)]  # A2A task ids are UUIDs: 36 characters
     id_bytes = sum(sys.getsizeof(i) for i in ids) / N
     det = Detector(max_tasks=N)
-    det.on_card(AGENT + "/.well-known/agent-card.json", _card(), 0.0)
+    det.on_card(AGENT + "/.well-known/agent-card.json", _card())
     ledger = det.ledger
     working = TaskState.WORKING
 

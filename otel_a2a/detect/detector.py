@@ -57,11 +57,8 @@ class Detector:
 
     # -- inputs ---------------------------------------------------------------------------------
 
-    def on_card(self, card_url: str, card: CardInfo | None, now: float) -> CardUpdate:
-        """A well-known card response from ``card_url``; ``card`` None for ``304``.
-
-        ``now`` is accepted for symmetry and future use (card age); the etag is what counts.
-        """
+    def on_card(self, card_url: str, card: CardInfo | None) -> CardUpdate:
+        """A well-known card response from ``card_url``; ``card`` None for ``304``."""
         registry = self.registry
         agent = registry.agent_key(card_url)
         if card is None:

@@ -78,14 +78,12 @@ def _heartbeat_override(overrides: Mapping[str, float], hostports: list[str]) ->
 class _Agent:
     card: CardInfo | None = None
     etag: str | None = None
-    previous_etag: str | None = None
-    etag_changes: int = 0
     heartbeat: tuple[float, str] | None = None  # resolved whenever a card is recorded
     prefixes: tuple[tuple[str, str], ...] = ()  # (origin, path prefix) this agent owns
 
 
 class CardRegistry:
-    """Per agent key (card URL origin): etag now and before, card, heartbeat, etag changes.
+    """Per agent key (card URL origin): the etag in force, the card, the heartbeat.
 
     ``heartbeat_overrides`` maps ``host[:port]`` to seconds (``OTEL_A2A_HEARTBEAT_OVERRIDES``);
     ``default_heartbeat`` is ``OTEL_A2A_DEFAULT_HEARTBEAT``. Remembers at most ``max_agents``
@@ -146,9 +144,6 @@ class CardRegistry:
             else:
                 self._agents.move_to_end(agent)
             changed = entry.etag is not None and entry.etag != card.etag
-            if changed:
-                entry.previous_etag = entry.etag
-                entry.etag_changes += 1
             entry.etag = card.etag
             entry.card = card
             self._set_routes(agent, entry, card)
@@ -206,14 +201,6 @@ class CardRegistry:
         entry = self._agents.get(agent)
         return entry.etag if entry is not None else None
 
-    def previous_etag(self, agent: str) -> str | None:
-        entry = self._agents.get(agent)
-        return entry.previous_etag if entry is not None else None
-
-    def etag_changes(self, agent: str) -> int:
-        entry = self._agents.get(agent)
-        return entry.etag_changes if entry is not None else 0
-
     def card(self, agent: str) -> CardInfo | None:
         entry = self._agents.get(agent)
         return entry.card if entry is not None else None
@@ -254,10 +241,6 @@ class CardRegistry:
                 source = card.heartbeat_source
                 return seconds, source if source in ("extension", "card-field") else "card-field"
         return self.default_heartbeat, "default"
-
-    def agents(self) -> list[str]:
-        with self._lock:
-            return list(self._agents)
 
     def __len__(self) -> int:
         return len(self._agents)

@@ -19,6 +19,7 @@ from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
     A2ARequest,
+    CardInfo,
     Operation,
     ResponseFacts,
     SSEParser,
@@ -28,11 +29,14 @@ from otel_a2a.protocol import (
     extract_prefix,
     extract_response,
     parse_card,
+    parse_extended_card,
 )
 
 # Hot path: members read once; sets and dicts keyed by value (hashing a member runs Python).
 _GET_TASK = Operation.GET_TASK
 _GET_AGENT_CARD = Operation.GET_AGENT_CARD
+_GET_EXTENDED_AGENT_CARD = Operation.GET_EXTENDED_AGENT_CARD
+_CARD_OPS = frozenset({Operation.GET_AGENT_CARD.value, Operation.GET_EXTENDED_AGENT_CARD.value})
 _ACTIVE = StateClass.ACTIVE
 _DECISION_OPS = frozenset(
     op.value
@@ -141,7 +145,7 @@ class Exchange:
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
-        if self.etag_before and op is not _GET_AGENT_CARD:
+        if self.etag_before and op_name not in _CARD_OPS:  # card spans carry their own
             attrs[sc.CARD_ETAG] = self.etag_before
         self.span: Span = rt.tracer.start_span(
             _SPAN_NAMES[op_name], kind=SpanKind.CLIENT, attributes=attrs
@@ -283,43 +287,52 @@ class Exchange:
         self._apply(facts, streamed=False)
 
     def _observe_body(self, body: bytes) -> None:
-        if self.a2a.operation is _GET_AGENT_CARD:
+        op = self.a2a.operation
+        if op is _GET_AGENT_CARD:
             self._observe_card(body)
+        elif op is _GET_EXTENDED_AGENT_CARD:
+            card = parse_extended_card(self.a2a, self.status, body)
+            if card is not None and self.span.is_recording():  # its own etag, span only
+                self._card_attributes(card, card.etag, card.heartbeat)
         else:
             self._apply(extract_response(self.a2a, self.status, body), streamed=False)
 
     def _observe_card(self, body: bytes | None) -> None:
-        registry = self.rt.detector.registry
-        now = time.monotonic()
+        detector = self.rt.detector
         if self.status == 304:
-            update = self.rt.detector.on_card(self.url, None, now)
+            update = detector.on_card(self.url, None)
         else:
             card = parse_card(self.status, self.headers, body or b"")
             if card is None:
                 return
-            update = self.rt.detector.on_card(self.url, card, now)
+            update = detector.on_card(self.url, card)
             self.rt.cards_changed()
-        agent = update.agent
-        etag = registry.etag(agent)
-        heartbeat, _source = registry.heartbeat(agent)
-        span = self.span
         if update.etag_changed:
-            self.rt.metrics.etag_changes.add(1, {sc.AGENT_NAME: self.rt.metrics.agent(agent)})
+            label = self.rt.metrics.agent(update.agent)
+            self.rt.metrics.etag_changes.add(1, {sc.AGENT_NAME: label})
+        span = self.span
         if not span.is_recording():
             return
-        span.set_attribute(sc.AGENT_URL, agent)
-        card_info = registry.card(agent)
-        if card_info is not None:
-            if card_info.name:
-                span.set_attribute(sc.AGENT_NAME, card_info.name)
-            if card_info.version:
-                span.set_attribute(sc.CARD_VERSION, card_info.version)
-            if card_info.streaming is not None:
-                span.set_attribute(sc.CARD_STREAMING, card_info.streaming)
-        if etag:
-            span.set_attribute(sc.CARD_ETAG, etag)
-        span.set_attribute(sc.CARD_HEARTBEAT, heartbeat)
+        span.set_attribute(sc.AGENT_URL, update.agent)
         span.set_attribute(sc.CARD_ETAG_CHANGED, update.etag_changed)
+        self._card_attributes(detector.registry.card(update.agent), update.etag, update.heartbeat)
+
+    def _card_attributes(
+        self, card: CardInfo | None, etag: str | None, heartbeat: float | None
+    ) -> None:
+        attrs: dict[str, str | bool | float] = {}
+        if card is not None:
+            if card.name:
+                attrs[sc.AGENT_NAME] = card.name
+            if card.version:
+                attrs[sc.CARD_VERSION] = card.version
+            if card.streaming is not None:
+                attrs[sc.CARD_STREAMING] = card.streaming
+        if etag:
+            attrs[sc.CARD_ETAG] = etag
+        if heartbeat is not None:
+            attrs[sc.CARD_HEARTBEAT] = heartbeat
+        self.span.set_attributes(attrs)
 
     def _on_events(self, events: Iterable[StreamEvent]) -> None:
         now = time.monotonic()

@@ -7,17 +7,14 @@ Agent Cards. Nothing in this package raises on wire input.
 from otel_a2a.protocol.card import (
     HEARTBEAT_EXTENSION_URI,
     cache_max_age,
-    card_etag,
     extended_card_etag,
     parse_card,
     parse_extended_card,
-    revalidate_card,
 )
 from otel_a2a.protocol.classify import classify_request, parse_version
 from otel_a2a.protocol.extract import extract_prefix, extract_response, extract_stream_payload
 from otel_a2a.protocol.jcs import CanonicalizationError, canonicalize, jcs_sha256
 from otel_a2a.protocol.model import (
-    STREAMING_OPERATIONS,
     A2AError,
     A2ARequest,
     Binding,
@@ -40,7 +37,6 @@ from otel_a2a.protocol.timestamps import parse_timestamp
 
 __all__ = [
     "HEARTBEAT_EXTENSION_URI",
-    "STREAMING_OPERATIONS",
     "A2AError",
     "A2ARequest",
     "Binding",
@@ -57,7 +53,6 @@ __all__ = [
     "TaskState",
     "cache_max_age",
     "canonicalize",
-    "card_etag",
     "classify_request",
     "extended_card_etag",
     "extract_prefix",
@@ -70,5 +65,4 @@ __all__ = [
     "parse_timestamp",
     "parse_version",
     "read_state",
-    "revalidate_card",
 ]

@@ -1,12 +1,7 @@
 """Agent Card parsing: the etag, caching, interfaces and heartbeat the invariant relies on.
 
-Three entry points, because a card response is one of three things:
-
-- ``parse_card`` for a ``2xx`` well-known card response with a body → ``CardInfo``;
-- ``revalidate_card`` for a ``304 Not Modified``: there is no body to parse, the cached card and
-  its etag stay in force (DESIGN §1), only its freshness (``max-age``) is renewed;
-- ``card_etag`` when only the etag in force after a response is wanted (2xx: the new etag;
-  304 or a failed fetch: the previous one, unchanged).
+``parse_card`` reads a ``2xx`` well-known card response into a ``CardInfo``; a ``304 Not
+Modified`` has no body, and the card and etag on record stay in force (DESIGN §1).
 
 Etag: the HTTP ``ETag`` header verbatim (a weak ``W/"…"`` kept as is), else ``sha256:`` + hex
 digest of the card's RFC 8785 canonical form; a card whose JSON has no canonical form (NaN,
@@ -39,7 +34,7 @@ _B_JSONRPC = Binding.JSONRPC
 def parse_card(status: int, headers: Mapping[str, str], body: bytes) -> CardInfo | None:
     """The card of a ``2xx`` well-known card response, or None when unusable. Never raises.
 
-    A ``304`` yields None: use ``revalidate_card`` on the cached ``CardInfo``.
+    A ``304`` yields None: the card on record stays in force.
     """
     try:
         if not 200 <= status < 300:
@@ -57,25 +52,6 @@ def parse_card(status: int, headers: Mapping[str, str], body: bytes) -> CardInfo
         return _card_info(doc, etag, source, cache_max_age(header(headers, "cache-control")))
     except Exception:  # the wire layer must never break the host application
         return None
-
-
-def revalidate_card(previous: CardInfo, headers: Mapping[str, str]) -> CardInfo:
-    """The cached card after a ``304 Not Modified``: same card, same etag, renewed max-age."""
-    try:
-        max_age = cache_max_age(header(headers, "cache-control"))
-    except Exception:
-        return previous
-    return previous if max_age is None else previous._replace(max_age=max_age)
-
-
-def card_etag(
-    status: int, headers: Mapping[str, str], body: bytes, previous_etag: str | None
-) -> str | None:
-    """The card etag in force after this response: new on 2xx, unchanged otherwise."""
-    if 200 <= status < 300:
-        card = parse_card(status, headers, body)
-        return previous_etag if card is None else card.etag
-    return previous_etag
 
 
 def extended_card_etag(result_obj: object) -> str | None:

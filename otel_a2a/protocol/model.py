@@ -37,9 +37,6 @@ class Binding(str, Enum):
     GRPC = "GRPC"
 
 
-STREAMING_OPERATIONS = frozenset({Operation.SEND_STREAMING_MESSAGE, Operation.SUBSCRIBE_TO_TASK})
-
-
 class A2ARequest(NamedTuple):
     """A request recognised as A2A.
 
@@ -57,10 +54,6 @@ class A2ARequest(NamedTuple):
     task_id: str | None = None
     context_id: str | None = None
     base_url_path: str = ""
-
-    @property
-    def streaming(self) -> bool:
-        return self.operation in STREAMING_OPERATIONS
 
 
 class TaskReport(NamedTuple):

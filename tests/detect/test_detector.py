@@ -24,18 +24,18 @@ def report(task_id: str, raw: object, version: str = "1.0", kind: str = "task") 
 
 def detector(**kw: object) -> Detector:
     det = Detector(max_tasks=100, default_heartbeat=30.0, **kw)  # type: ignore[arg-type]
-    det.on_card(CARD_URL, make_card('"v1"', interfaces=(AGENT + "/a2a",)), 0.0)
+    det.on_card(CARD_URL, make_card('"v1"', interfaces=(AGENT + "/a2a",)))
     return det
 
 
 def test_on_card_reports_agent_and_etag_changes() -> None:
     det = Detector(10, 30.0, {})
-    first = det.on_card(CARD_URL, make_card('"v1"'), 0.0)
+    first = det.on_card(CARD_URL, make_card('"v1"'))
     assert (first.agent, first.etag, first.etag_changed) == (AGENT, '"v1"', False)
     assert (first.heartbeat, first.heartbeat_source) == (30.0, "default")
-    not_modified = det.on_card(CARD_URL, None, 1.0)
+    not_modified = det.on_card(CARD_URL, None)
     assert (not_modified.etag, not_modified.etag_changed) == ('"v1"', False)
-    changed = det.on_card(CARD_URL, make_card('"v2"'), 2.0)
+    changed = det.on_card(CARD_URL, make_card('"v2"'))
     assert changed.etag_changed and changed.etag == '"v2"'
 
 
@@ -60,7 +60,7 @@ def test_seed_timeline_heartbeat_gap_then_terminal_state() -> None:
 def test_seed_etag_change() -> None:
     det = detector()
     det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
-    det.on_card(CARD_URL, make_card('"v2"'), 11.0)
+    det.on_card(CARD_URL, make_card('"v2"'))
     verdict = det.decide("t1", AGENT, 12.0)
     assert verdict.reason is R.ETAG_CHANGED
     assert (verdict.evidence.etag_now, verdict.evidence.etag_observed) == ('"v2"', '"v1"')
@@ -119,7 +119,7 @@ def test_redundant_get() -> None:
     assert det.redundant_get("t1", AGENT, 41.0) is False
     det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 42.0)
     assert det.redundant_get("t1", AGENT, 1e6) is True
-    det.on_card(CARD_URL, make_card('"v2"'), 50.0)
+    det.on_card(CARD_URL, make_card('"v2"'))
     assert det.redundant_get("t1", AGENT, 51.0) is False
 
 
@@ -163,7 +163,7 @@ def test_observation_records_etag_and_source() -> None:
 
 def test_heartbeat_override_and_card_heartbeat() -> None:
     det = Detector(100, 30.0, {"worker:9001": 5.0})
-    det.on_card(CARD_URL, make_card(heartbeat=60.0, heartbeat_source="extension"), 0.0)
+    det.on_card(CARD_URL, make_card(heartbeat=60.0, heartbeat_source="extension"))
     det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 0.0)
     assert det.decide("t1", AGENT, 6.0).reason is R.HEARTBEAT_GAP
     assert det.stale_by_agent(6.0) == {AGENT: 1}
@@ -171,7 +171,6 @@ def test_heartbeat_override_and_card_heartbeat() -> None:
     update = other.on_card(
         "http://x/.well-known/agent-card.json",
         make_card(heartbeat=60.0, heartbeat_source="extension"),
-        0.0,
     )
     assert (update.heartbeat, update.heartbeat_source) == (60.0, "extension")
 
@@ -179,7 +178,7 @@ def test_heartbeat_override_and_card_heartbeat() -> None:
 def test_decide_without_agent_uses_where_the_task_was_seen() -> None:
     det = detector()
     det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 0.0)
-    det.on_card(CARD_URL, make_card('"v2"'), 1.0)
+    det.on_card(CARD_URL, make_card('"v2"'))
     assert det.decide("t1", None, 2.0).reason is R.ETAG_CHANGED
     verdict = det.decide("nope", None, 2.0)
     assert verdict.reason is R.NO_OBSERVATION and verdict.evidence.heartbeat == 30.0
@@ -204,13 +203,13 @@ def test_weird_states_do_not_raise(raw: object) -> None:
     det.redundant_get("t", AGENT, math.nan)
     det.stale_by_agent(math.nan)
     det.on_task_not_found("t", math.nan)
-    det.on_card("::::", None, 0.0)
-    det.on_card("", make_card(), 0.0)
+    det.on_card("::::", None)
+    det.on_card("", make_card())
 
 
 def test_threads_smoke() -> None:
     det = Detector(max_tasks=64)
-    det.on_card(CARD_URL, make_card(), 0.0)
+    det.on_card(CARD_URL, make_card())
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
     states = ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED", "Working", "paused"]
@@ -228,7 +227,7 @@ def test_threads_smoke() -> None:
                 if i % 50 == 0:
                     det.on_task_not_found(task, now)
                     det.stale_by_agent(now)
-                    det.on_card(CARD_URL, make_card(f'"{i}"'), now)
+                    det.on_card(CARD_URL, make_card(f'"{i}"'))
         except BaseException as exc:  # pragma: no cover
             errors.append(exc)
 

@@ -172,6 +172,9 @@ class FakeAgent:
             )
         body = json.loads(request.content)
         method, params, rid = body["method"], body.get("params", {}), body.get("id")
+        if method == "GetExtendedAgentCard":
+            extended = {**self.card(), "name": "Fake Agent (extended)", "version": "1.0.1"}
+            return httpx.Response(200, json={"jsonrpc": "2.0", "id": rid, "result": extended})
         if method in ("SendStreamingMessage", "SubscribeToTask"):
             return httpx.Response(
                 200, headers={"Content-Type": "text/event-stream"}, content=iter(self.sse)

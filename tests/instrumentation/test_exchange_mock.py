@@ -6,11 +6,14 @@ Unit level: the wire is hand-made here; the same checks run against the real SDK
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import httpx
 import pytest
 
+from otel_a2a import liveness_decision
+from otel_a2a.protocol.jcs import canonicalize as jcs
 from tests.instrumentation.conftest import Clock, FakeAgent, Harness, divergences
 
 
@@ -327,3 +330,20 @@ def test_reinstrumenting_on_the_same_meter_provider_reports_the_new_runtime(
         assert harness.total("a2a.task.get.redundant") == 3
     finally:
         instrumentor.uninstrument()
+
+
+def test_extended_card_is_recorded_with_its_own_etag(otel: Harness) -> None:
+    """DESIGN §1: the JCS hash of its ``result``; the invariant's etag does not move."""
+    agent = FakeAgent()
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        extended = agent.rpc(client, "GetExtendedAgentCard", {}).json()["result"]
+    attrs = dict(otel.span("A2A GetExtendedAgentCard").attributes or {})
+    assert attrs["a2a.card.etag"] == "sha256:" + hashlib.sha256(jcs(extended)).hexdigest()
+    assert attrs["a2a.agent.name"] == "Fake Agent (extended)"
+    assert attrs["a2a.card.version"] == "1.0.1"
+    assert attrs["a2a.card.heartbeat_interval"] == 30
+    with liveness_decision("t-none", agent="http://agent.test/a2a"):
+        pass
+    decision = dict(otel.span("A2A liveness_decision").attributes or {})
+    assert decision["a2a.card.etag"] == agent.etag  # the well-known card's, still

@@ -12,11 +12,9 @@ from hypothesis import strategies as st
 
 from otel_a2a.protocol.card import (
     cache_max_age,
-    card_etag,
     extended_card_etag,
     parse_card,
     parse_extended_card,
-    revalidate_card,
 )
 from otel_a2a.protocol.jcs import canonicalize
 from otel_a2a.protocol.model import A2ARequest, Binding, CardInfo, Interface, Operation
@@ -198,22 +196,6 @@ def test_unusable_responses() -> None:
     assert parse_card(200, {}, b"[]") is None
     assert parse_card(200, {}, b"<html>") is None
     assert parse_card(200, {}, b"") is None
-
-
-def test_304_keeps_card_and_etag_renews_max_age() -> None:
-    card = parse_card(200, PY_HEADERS, PY_CARD)
-    assert card is not None
-    kept = revalidate_card(card, {"ETag": 'W/"other"', "Cache-Control": "max-age=60"})
-    assert kept.etag == card.etag and kept.max_age == 60.0 and kept.name == card.name
-    assert revalidate_card(card, {}) is card
-
-
-def test_card_etag() -> None:
-    assert card_etag(200, PY_HEADERS, PY_CARD, None) == PY_HEADERS["etag"]
-    assert card_etag(304, {"etag": 'W/"x"'}, b"", "prev") == "prev"
-    assert card_etag(500, {}, b"", "prev") == "prev"
-    assert card_etag(200, {}, b"garbage", "prev") == "prev"
-    assert card_etag(200, {}, b"{}", None) == "sha256:" + hashlib.sha256(b"{}").hexdigest()
 
 
 def test_extended_card() -> None:

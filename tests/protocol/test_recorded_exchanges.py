@@ -91,7 +91,6 @@ def test_request_is_classified(path: Path) -> None:
         assert request.jsonrpc_method == expect["jsonrpc_method"]
     if expect["request_task_id"] is not None:
         assert request.task_id == expect["request_task_id"]
-    assert request.streaming == expect["streaming"]
 
 
 @pytest.mark.parametrize("path", _params(FILES, KNOWN_GAPS))
