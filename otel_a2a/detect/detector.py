@@ -97,7 +97,7 @@ class Detector:
             terminal = reading.state.is_terminal
             if not terminal and self._late(report):
                 continue  # emitted before the terminal state we already hold: not news
-            stamp = parse_timestamp(report.timestamp) if terminal else None
+            stamp = report.timestamp if terminal else None  # parsed only if a frame is late
             obs = Observation(
                 report.task_id,
                 agent,
@@ -137,8 +137,8 @@ class Detector:
         prev = self.ledger.get(report.task_id)
         if prev is None or prev.stamp is None or not prev.state.is_terminal:
             return False
-        stamp = parse_timestamp(report.timestamp)
-        return stamp is not None and stamp <= prev.stamp
+        held, stamp = parse_timestamp(prev.stamp), parse_timestamp(report.timestamp)
+        return held is not None and stamp is not None and stamp <= held
 
     def on_stream_frame(self, task_id: str, now: float) -> bool:
         """Any frame on an open stream for the task (event or ``: ping``) refreshes it."""

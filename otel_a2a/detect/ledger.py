@@ -59,8 +59,8 @@ class Observation:
 
     ``at`` is monotonic seconds; ``etag`` the agent's card etag in force when observed (None
     when no card is known); ``source`` the operation that carried it. ``stamp`` is the
-    agent's own status timestamp (epoch seconds), kept for terminal observations only: it is
-    what tells a late stream frame from a real terminal regression.
+    agent's own status timestamp as sent (parsed only when a frame looks late), kept for terminal
+    observations only: it is what tells a late stream frame from a real terminal regression.
 
     The instance doubles as the ledger's list node (two private link slots), which is what
     keeps a tracked task small. Treat it as immutable once given to ``TaskLedger.observe``;
@@ -74,7 +74,7 @@ class Observation:
     agent: str
     at: float
     etag: str | None
-    stamp: float | None
+    stamp: str | None
     _kind: _Kind
     # Detached nodes point at ``_DETACHED``: typed non-optional, so list walks need no checks.
     _prev: Observation
@@ -90,7 +90,7 @@ class Observation:
         at: float,
         etag: str | None,
         source: str,
-        stamp: float | None = None,
+        stamp: str | None = None,
     ) -> None:
         self.task_id = task_id
         self.agent = agent
