@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.peers import RUNTIMES
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXCHANGES = FIXTURES / "exchanges"
 README = FIXTURES / "README.md"
-RUNTIMES = ("python", "node")
 OPERATIONS = {
     "GetAgentCard",
     "GetExtendedAgentCard",

@@ -124,7 +124,7 @@ def test_broken_rules_copy_fails_check(tmp_path: Path) -> None:
     rules, _ = _copy_rules(tmp_path)
     text = rules.read_text()
     broken = text.replace(
-        "max by (a2a_agent_name) (a2a_tasks_stale) > 0", "max by (a2a_agent_name ("
+        "sum by (a2a_agent_name) (a2a_tasks_stale) > 0", "sum by (a2a_agent_name ("
     )
     assert broken != text
     rules.write_text(broken)

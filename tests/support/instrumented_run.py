@@ -49,7 +49,6 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -440,9 +439,6 @@ class InstrumentedRun:
             raise RunError(f"instrumented run answered {line!r};\nstderr:\n{self.stderr_text()}")
         self.rounds += 1
 
-    def metrics_text(self) -> str:
-        return httpx.get(f"http://{self.target}/metrics", timeout=5.0).text
-
     def stop(self) -> None:
         proc = self.proc
         if proc.poll() is None:
@@ -540,15 +536,6 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
         for peer in peers:
             peer.stop()
         raise
-
-
-@contextlib.contextmanager
-def instrumented_run(heartbeat: float = 1.0) -> Iterator[InstrumentedRun]:
-    run = start_instrumented_run(heartbeat)
-    try:
-        yield run
-    finally:
-        run.stop()
 
 
 def times(

@@ -111,14 +111,6 @@ class RunningPeer:
     def card_url(self) -> str:
         return self.base_url + "/.well-known/agent-card.json"
 
-    @property
-    def jsonrpc_url(self) -> str:
-        return self.base_url + "/a2a/jsonrpc"
-
-    @property
-    def rest_url(self) -> str:
-        return self.base_url + "/a2a/rest"
-
     def stderr_text(self) -> str:
         """The last lines the peer wrote on stderr."""
         return "\n".join(self._stderr)

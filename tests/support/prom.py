@@ -53,6 +53,10 @@ class Timeout(AssertionError):
     pass
 
 
+class Fatal(RuntimeError):
+    """A condition no amount of waiting will change."""
+
+
 def poll(
     fn: Callable[[], T | None],
     *,
@@ -62,7 +66,8 @@ def poll(
 ) -> T:
     """Call ``fn`` until it returns something truthy, or fail after ``timeout`` seconds.
 
-    Exceptions from ``fn`` count as "not yet" and the last one is reported on timeout.
+    Exceptions from ``fn`` count as "not yet" and the last one is reported on timeout, except
+    :class:`Fatal`, which ends the wait at once (a process that died will not come up).
     """
     deadline = time.monotonic() + timeout
     last: object = None
@@ -72,6 +77,8 @@ def poll(
             if value:
                 return value
             last = value
+        except Fatal:
+            raise
         except Exception as exc:  # reported below when the deadline passes
             last = exc
         if time.monotonic() >= deadline:
@@ -114,7 +121,7 @@ class ManagedProcess:
 
     def check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(
+            raise Fatal(
                 f"{self.name} exited with status {self.proc.returncode}:\n{self.log_tail()}"
             )
 
@@ -369,11 +376,6 @@ class WebhookReceiver:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-    def alerts(self) -> list[dict[str, Any]]:
-        """Every alert of every notification received so far (with its payload status)."""
-        with self._cond:
-            return [a for p in self.payloads for a in p.get("alerts", [])]
 
     def wait_for(
         self, predicate: Callable[[list[dict[str, Any]]], bool], *, timeout: float, what: str
