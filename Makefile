@@ -16,7 +16,10 @@ $(VENV)/.stamp-py: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# Node >= 20 (the @a2a-js/sdk peer) is a prerequisite, like Python 3.11: Debian 12 ships 18.
 $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null \
+	  || { echo "make: Node.js >= 20 with npm is needed for the @a2a-js/sdk peer (found: $$(node -v 2>/dev/null || echo none))" >&2; exit 1; }
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -52,7 +55,7 @@ lint: $(VENV)/.stamp-py
 bench: setup .stamp-valgrind
 	$(BIN)/python -m bench
 
-demo: setup
+demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
 	$(BIN)/otel-a2a demo
 
 clean:
