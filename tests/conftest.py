@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from otel_a2a.demo.scenario import node_problem
 from tests.support import in_ci
-from tests.support.peers import RunningPeer, node_unavailable_reason, start_peer
+from tests.support.peers import RunningPeer, start_peer
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +34,7 @@ def node_peer_process() -> Iterator[RunningPeer]:
     Without node or ``node_modules`` the fixture fails when ``CI=true`` (nothing that must run
     may be skipped there) and skips with the reason otherwise.
     """
-    reason = node_unavailable_reason()
+    reason = node_problem()
     if reason is not None:
         if in_ci():
             pytest.fail(f"CI=true but the Node A2A peer cannot run: {reason}", pytrace=False)

@@ -178,6 +178,7 @@ class ScenarioResult:
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, release)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -185,11 +186,13 @@ def free_port() -> int:
 
 
 def node_problem() -> str | None:
-    """Why the Node worker cannot run here, or ``None``."""
+    """Why the Node A2A peers (the demo's worker, the tests' echo peer) cannot run here."""
     if shutil.which("node") is None:
-        return "`node` is not on PATH (Node >= 20 is needed for the worker)"
-    if not (NODE_DIR / "node_modules" / "@a2a-js" / "sdk" / "package.json").is_file():
-        return f"{NODE_DIR / 'node_modules'} is missing: run `make setup` (npm ci in {NODE_DIR})"
+        return "`node` is not on PATH (Node >= 20 is needed for the @a2a-js/sdk peers)"
+    modules = NODE_DIR / "node_modules"
+    for package in ("@a2a-js/sdk", "express"):
+        if not (modules / package / "package.json").is_file():
+            return f"{modules / package} is missing: run `make setup` (npm ci in {NODE_DIR})"
     return None
 
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
+from otel_a2a.demo.scenario import node_problem
 from tests.support import in_ci
 from tests.support.instrumented_run import (
     DIVERGENCES_PER_ROUND,
     InstrumentedRun,
     start_instrumented_run,
 )
-from tests.support.peers import node_unavailable_reason
 from tests.support.prom import (
     ALERTMANAGER,
     PROMETHEUS,
@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def metrics_target() -> Iterator[InstrumentedRun]:
     """The instrumented run, its quiet baseline done and served on /metrics."""
-    problem = node_unavailable_reason()
+    problem = node_problem()
     if problem is not None:
         if in_ci():
             pytest.fail(f"CI=true but the Node test peer cannot run: {problem}", pytrace=False)

@@ -493,7 +493,8 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
 
     Raises ``tests.support.peers.PeerStartError`` when a peer cannot start (Node missing).
     """
-    from tests.support.peers import free_port, start_peer
+    from otel_a2a.demo.scenario import free_port
+    from tests.support.peers import start_peer
 
     peers: list[Any] = []
     proc: subprocess.Popen[str] | None = None

@@ -20,7 +20,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
+from otel_a2a.demo.scenario import NODE_DIR, free_port, node_problem
+
 Runtime = Literal["python", "node"]
 RUNTIMES: tuple[Runtime, ...] = ("python", "node")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_PEER = REPO_ROOT / "tests" / "peers" / "python_peer.py"
-NODE_DIR = REPO_ROOT / "otel_a2a" / "demo" / "node"
 NODE_PEER = NODE_DIR / "echo_peer.mjs"
 
 DEFAULT_READY_TIMEOUT = 30.0
@@ -46,27 +46,6 @@ _EOF = object()
 
 class PeerStartError(RuntimeError):
     """A peer did not print its READY line before the deadline (or exited first)."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, release)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def node_unavailable_reason() -> str | None:
-    """Why the Node peer cannot run here, or ``None`` when it can."""
-    if shutil.which("node") is None:
-        return "the `node` executable is not on PATH"
-    if not (NODE_DIR / "node_modules" / "@a2a-js" / "sdk" / "package.json").is_file():
-        return (
-            f"{NODE_DIR / 'node_modules'} is missing: run `npm ci` in {NODE_DIR} (or `make setup`)"
-        )
-    if not (NODE_DIR / "node_modules" / "express" / "package.json").is_file():
-        return f"express is missing from {NODE_DIR / 'node_modules'}: run `npm ci` there"
-    return None
 
 
 def peer_command(runtime: Runtime, port: int, slow_timeout: float | None = None) -> list[str]:
@@ -214,7 +193,7 @@ def start_peer(
     ``slow`` tasks (peer default 30 s). Raises ``PeerStartError`` with the peer's stderr.
     """
     if runtime == "node":
-        reason = node_unavailable_reason()
+        reason = node_problem()
         if reason is not None:
             raise PeerStartError(f"node peer unavailable: {reason}")
     attempts = 1 if port is not None else 3

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from otel_a2a.demo.scenario import free_port
 from tests.support import in_ci
-from tests.support.peers import free_port
 
 T = TypeVar("T")
 
