@@ -562,6 +562,18 @@ class _Run:
         self.say("worker", what + "; card still says streaming: true")
 
     # -- monitoring ---------------------------------------------------------------------------
+    def _start_restart(self, errors: list[BaseException]) -> None:
+        """Restart the worker on a thread; a failure lands in ``errors`` for the main loop."""
+
+        def restart() -> None:
+            try:
+                self.restart_worker()
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        self.restart_thread = threading.Thread(target=restart, name="restart", daemon=True)
+        self.restart_thread.start()
+
     def monitor(self, orchestrator: Proc) -> None:
         cfg, t = self.config, self.t
         timeline_path = self.work / "timeline.jsonl"
@@ -589,17 +601,7 @@ class _Run:
                     finished = True
                 trigger = step.get("step") == "follow_up" and "accepted" in str(step.get("action"))
                 if trigger and cfg.variant in RESTARTING and self.restart_thread is None:
-
-                    def restart() -> None:
-                        try:
-                            self.restart_worker()
-                        except BaseException as exc:  # reported by the main thread
-                            restart_error.append(exc)
-
-                    self.restart_thread = threading.Thread(
-                        target=restart, name="restart", daemon=True
-                    )
-                    self.restart_thread.start()
+                    self._start_restart(restart_error)
                     stale_deadline = time.monotonic() + t.heartbeat + t.export_interval + 5.0
             if stale_deadline is not None and self.result.stale_at is None:
                 now = time.monotonic()

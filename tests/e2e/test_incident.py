@@ -34,13 +34,14 @@ TIMINGS = Timings.scaled(heartbeat=1.0)
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 
 
-def _run(variant: str, binding: str = "JSONRPC") -> ScenarioResult:
+def _run(variant: str, binding: str = "JSONRPC", *, streaming: bool = True) -> ScenarioResult:
     problem = node_problem()
     if problem is not None:
         if in_ci():
             pytest.fail(f"CI=true but the Node worker cannot run: {problem}", pytrace=False)
         pytest.skip(problem)
-    result = run_scenario(ScenarioConfig(variant=variant, binding=binding, timings=TIMINGS))
+    config = ScenarioConfig(variant=variant, binding=binding, streaming=streaming, timings=TIMINGS)
+    result = run_scenario(config)
     _assert_cleaned_up(result)
     return result
 
@@ -87,6 +88,28 @@ def test_restart_first_decision_diverges_and_stale_rises(binding: str) -> None:
     # the detector beat the uninstrumented baseline, which waited for its own timeout
     assert result.detected_at is not None
     assert result.baseline_at is None or result.detected_at < result.baseline_at
+
+
+def test_polling_orchestrator_acts_on_authoritative_state_only() -> None:
+    """``--no-streaming``: an orchestrator that polls GetTask faster than the heartbeat learns
+    of the restart from its own poll, so none of its decisions diverges; the polls that told
+    nothing new are counted as redundant instead."""
+    result = _run("restart", streaming=False)
+    _assert_ok(result)
+    assert result.divergences == [], _report(result)
+    assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
+    assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="authoritative") > 0
+    assert result.metric("a2a_task_get_redundant_total") > 0
+    failed = [s for s in result.timeline if s.get("belief") == "failed"]
+    assert failed and "GetTask" in str(failed[0].get("action")), _report(result)
+
+
+def test_restart_and_respelling_together_raise_both_kinds() -> None:
+    result = _run("both")
+    _assert_ok(result)
+    reasons = set(result.reasons())
+    assert "non_canonical_state" in reasons, _report(result)
+    assert {"heartbeat_gap", "terminal_state"} & reasons, _report(result)
 
 
 def test_forgetting_worker_raises_task_lost() -> None:
