@@ -18,7 +18,13 @@
 // Cancel is supported on any non-terminal task.
 import express from 'express';
 import { randomUUID } from 'node:crypto';
-import { agentMessage, messageText, now, textPart } from './messages.mjs';
+import {
+  messageText,
+  publishStatus,
+  publishSubmitted,
+  serve,
+  textPart,
+} from './peer.mjs';
 import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import {
@@ -98,24 +104,18 @@ class BehaviourExecutor {
   // taskId -> contextId, for status events published by cancelTask
   contexts = new Map();
 
-  status(bus, taskId, contextId, state, text) {
-    const status = { state, timestamp: now() };
-    if (text) status.message = agentMessage(taskId, contextId, text);
-    bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status, metadata: undefined }));
-  }
-
   // Runs the behaviour chosen by `text` on an existing task (the first Task event is published).
   async behave(text, taskId, contextId, bus) {
     const word = (text.split(/\s+/, 1)[0] || '').toLowerCase();
     if (word === 'reject') {
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_REJECTED, `rejected: ${text}`);
+      publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_REJECTED, `rejected: ${text}`);
       return;
     }
-    this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
+    publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
     if (word === 'fail') {
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, 'failed as asked');
+      publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, 'failed as asked');
     } else if (word === 'input') {
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, 'more input needed');
+      publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, 'more input needed');
     } else if (word === 'slow') {
       let release;
       const outcome = new Promise((resolve) => {
@@ -132,7 +132,7 @@ class BehaviourExecutor {
       this.waiting.delete(taskId);
       try {
         if (result.kind === 'timeout') {
-          this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, 'slow task timed out');
+          publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, 'slow task timed out');
         } else if (result.kind === 'follow-up') {
           // The follow-up's text decides, on this execution's bus (the SDK closes the bus when
           // the first execution returns, so the follow-up's own execution only waits for this).
@@ -161,7 +161,7 @@ class BehaviourExecutor {
           metadata: undefined,
         }),
       );
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED);
+      publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED);
     }
   }
 
@@ -176,19 +176,7 @@ class BehaviourExecutor {
       await waiter.done;
       return;
     }
-    if (!ctx.task) {
-      // The first event of a new task MUST be the Task itself.
-      bus.publish(
-        AgentEvent.task({
-          id: taskId,
-          contextId,
-          status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: now() },
-          artifacts: [],
-          history: [userMessage],
-          metadata: undefined,
-        }),
-      );
-    }
+    if (!ctx.task) publishSubmitted(bus, taskId, contextId, userMessage);
     await this.behave(text, taskId, contextId, bus);
   }
 
@@ -196,7 +184,7 @@ class BehaviourExecutor {
     const waiter = this.waiting.get(taskId);
     this.waiting.delete(taskId);
     const contextId = this.contexts.get(taskId) ?? '';
-    this.status(bus, taskId, contextId, TaskState.TASK_STATE_CANCELED, 'canceled on request');
+    publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_CANCELED, 'canceled on request');
     if (waiter) waiter.release({ kind: 'cancel' });
   }
 }
@@ -225,26 +213,10 @@ app.use(
   }),
 );
 
-const server = app.listen(args.port, '127.0.0.1', (err) => {
-  if (err) {
-    console.error(`listen failed: ${err.message}`);
-    process.exit(1);
-  }
-  const base = `http://127.0.0.1:${server.address().port}`;
+serve(app, args.port, (base) => {
   const [rpc10, rest10, rpc03, rest03] = card.supportedInterfaces;
   rpc10.url = `${base}${JSONRPC_PATH}`;
   rest10.url = `${base}${REST_PATH}`;
   rpc03.url = `${base}${JSONRPC_PATH}`;
   rest03.url = `${base}${REST_PATH}`;
-  process.stdout.write(`READY ${base}\n`);
 });
-server.on('error', (err) => {
-  console.error(`server error: ${err.message}`);
-  process.exit(1);
-});
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections?.();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);

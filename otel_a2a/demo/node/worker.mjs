@@ -26,7 +26,15 @@ import express from 'express';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { agentMessage, messageText, now, textPart } from './messages.mjs';
+import {
+  agentMessage,
+  messageText,
+  now,
+  publishStatus,
+  publishSubmitted,
+  serve,
+  textPart,
+} from './peer.mjs';
 import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler } from '@a2a-js/sdk/server';
 import {
@@ -176,33 +184,16 @@ class LongJobExecutor {
   // taskId -> { contextId, cancel() }
   jobs = new Map();
 
-  status(bus, taskId, contextId, state, text) {
-    const status = { state, timestamp: now() };
-    if (text) status.message = agentMessage(taskId, contextId, text);
-    bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status, metadata: undefined }));
-  }
-
   async execute(ctx, bus) {
     const { taskId, contextId, userMessage } = ctx;
     const text = messageText(userMessage);
     if (this.jobs.has(taskId)) {
       // A follow-up to the running job: acknowledge on the task's bus; the job goes on.
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING, `noted: ${text.slice(0, 80)}`);
+      publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_WORKING, `noted: ${text.slice(0, 80)}`);
       log(`follow-up on ${taskId}`);
       return;
     }
-    if (!ctx.task) {
-      bus.publish(
-        AgentEvent.task({
-          id: taskId,
-          contextId,
-          status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: now() },
-          artifacts: [],
-          history: [userMessage],
-          metadata: undefined,
-        }),
-      );
-    }
+    if (!ctx.task) publishSubmitted(bus, taskId, contextId, userMessage);
     const asked = Number((text.match(/(\d+(?:\.\d+)?)/) ?? [])[1]);
     const seconds = Number.isFinite(asked) && asked > 0 ? asked : args.jobSeconds;
     let cancel;
@@ -211,9 +202,9 @@ class LongJobExecutor {
     });
     this.jobs.set(taskId, { contextId, cancel });
     log(`job ${taskId} started (${seconds} s)`);
-    this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
+    publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
     const tick = setInterval(
-      () => this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING),
+      () => publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_WORKING),
       Math.max(50, (args.heartbeat * 1000) / 2),
     );
     let timer;
@@ -242,7 +233,7 @@ class LongJobExecutor {
           metadata: undefined,
         }),
       );
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED);
+      publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED);
       log(`job ${taskId} completed`);
     } else {
       log(`job ${taskId} canceled`);
@@ -252,7 +243,7 @@ class LongJobExecutor {
   async cancelTask(taskId, bus) {
     const job = this.jobs.get(taskId);
     const contextId = job?.contextId ?? '';
-    this.status(bus, taskId, contextId, TaskState.TASK_STATE_CANCELED, 'canceled on request');
+    publishStatus(bus, taskId, contextId, TaskState.TASK_STATE_CANCELED, 'canceled on request');
     if (job) job.cancel('canceled');
   }
 }
@@ -335,25 +326,8 @@ app.use(
 );
 app.use(REST_PATH, restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
 
-const server = app.listen(args.port, '127.0.0.1', (err) => {
-  if (err) {
-    console.error(`listen failed: ${err.message}`);
-    process.exit(1);
-  }
-  const base = `http://127.0.0.1:${server.address().port}`;
+serve(app, args.port, (base) => {
   const [rpc, rest] = card.supportedInterfaces;
   rpc.url = `${base}${JSONRPC_PATH}`;
   rest.url = `${base}${REST_PATH}`;
-  process.stdout.write(`READY ${base}\n`);
 });
-server.on('error', (err) => {
-  console.error(`server error: ${err.message}`);
-  process.exit(1);
-});
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections?.();
-  setTimeout(() => process.exit(0), 1000).unref();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
