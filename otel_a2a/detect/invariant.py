@@ -10,6 +10,7 @@ exhaustively and reused by the seed's guard functions and the live instrumentati
 from __future__ import annotations
 
 from otel_a2a.detect.ledger import Observation
+from otel_a2a.detect.registry import DEFAULT_HEARTBEAT
 from otel_a2a.detect.verdict import DivergenceReason, Evidence, Verdict
 from otel_a2a.protocol.states import StateClass, StateReading, TaskState
 
@@ -142,7 +143,7 @@ def judge_task_not_found(
     *,
     now: float | None = None,
     etag_now: str | None = None,
-    heartbeat: float = 30.0,
+    heartbeat: float = DEFAULT_HEARTBEAT,
 ) -> Verdict | None:
     """``task_lost`` when the agent answers TaskNotFound for a task last seen non-terminal.
 
