@@ -6,7 +6,6 @@ the invariant without the instrumentation: no ledger, no registry, no OpenTeleme
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -16,7 +15,7 @@ from otel_a2a.detect.invariant import judge_decision
 from otel_a2a.detect.ledger import Observation
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT
 from otel_a2a.detect.verdict import DivergenceReason, Evidence, TaskStateDivergenceError, Verdict
-from otel_a2a.protocol.card import parse_card
+from otel_a2a.protocol.card import card_from_document
 from otel_a2a.protocol.model import Binding, CardInfo
 from otel_a2a.protocol.states import StateReading, TaskState, read_state
 
@@ -27,15 +26,11 @@ def _card_info(card: CardInfo | Mapping[str, Any]) -> CardInfo | None:
     if not isinstance(card, Mapping):
         return None
     doc = dict(card)
-    headers: dict[str, str] = {}
     etag = doc.pop("etag", None)
-    if isinstance(etag, str) and etag.strip():
-        headers["etag"] = etag
     try:
-        body = json.dumps(doc, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError, RecursionError):
+        return card_from_document(doc, etag if isinstance(etag, str) else None)
+    except Exception:  # a card of any shape: never raises
         return None
-    return parse_card(200, headers, body)
 
 
 def _reading(raw: object) -> StateReading:

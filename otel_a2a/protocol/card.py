@@ -42,16 +42,29 @@ def parse_card(status: int, headers: Mapping[str, str], body: bytes) -> CardInfo
         doc = parse_json(body)
         if not isinstance(doc, dict):
             return None
-        etag = header(headers, "etag")
-        if etag and etag.strip():
-            source = "header"
-        else:
-            etag, source = jcs_sha256(doc), "jcs"
-            if etag is None:
-                etag, source = "sha256:" + hashlib.sha256(body).hexdigest(), "body"
-        return _card_info(doc, etag, source, cache_max_age(header(headers, "cache-control")))
+        max_age = cache_max_age(header(headers, "cache-control"))
+        return card_from_document(doc, header(headers, "etag"), max_age, body)
     except Exception:  # the wire layer must never break the host application
         return None
+
+
+def card_from_document(
+    doc: dict[str, Any],
+    etag: str | None = None,
+    max_age: float | None = None,
+    body: bytes | None = None,
+) -> CardInfo | None:
+    """A card from its parsed JSON: ``etag`` as given, else the JCS hash of ``doc``, else (no
+    canonical form) the hash of ``body``; None when there is nothing to take an etag from."""
+    if etag and etag.strip():
+        source = "header"
+    else:
+        etag, source = jcs_sha256(doc), "jcs"
+        if etag is None:
+            if body is None:
+                return None
+            etag, source = "sha256:" + hashlib.sha256(body).hexdigest(), "body"
+    return _card_info(doc, etag, source, max_age)
 
 
 def extended_card_etag(result_obj: object) -> str | None:
