@@ -7,12 +7,14 @@ Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from otel_a2a.version import __version__
 
+# Not ``typing.TYPE_CHECKING``: on Python >= 3.15 the ``.start`` hook imports this package in
+# every interpreter, and importing ``typing`` there would cost milliseconds when unset.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from otel_a2a.detect import (
         DivergenceReason,
         TaskStateDivergenceError,
@@ -53,4 +55,6 @@ def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'otel_a2a' has no attribute {name!r}")
+    import importlib
+
     return getattr(importlib.import_module(home), name)

@@ -8,7 +8,6 @@ interpreter's start: every failure is logged at debug level and swallowed.
 
 from __future__ import annotations
 
-import logging
 import os
 
 _done = False
@@ -35,6 +34,8 @@ def run() -> None:
 
         A2AInstrumentor().instrument(configure_sdk=True)
     except Exception:
+        import logging  # only now: the hook costs one environment lookup when unset
+
         logging.getLogger("otel_a2a").debug("otel-a2a autoload failed", exc_info=True)
 
 
