@@ -148,6 +148,34 @@ def _wait_ready(process: ManagedProcess, url: str, timeout: float) -> None:
         raise Timeout(f"{exc}\n--- {process.name} log ---\n{process.log_tail()}") from None
 
 
+def _launch(
+    name: str,
+    executable: str,
+    workdir: Path,
+    config: dict[str, Any],
+    port: int,
+    flags: Sequence[str],
+    timeout: float,
+) -> tuple[int, ManagedProcess]:
+    """Write ``config``, start the Prometheus-family daemon on 127.0.0.1, wait for ``/-/ready``."""
+    binary = require_binary(executable)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / f"{name}.yml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    port = port or free_port()
+    argv = [
+        binary,
+        f"--config.file={config_path}",
+        *flags,
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    process = ManagedProcess(name, argv, workdir / f"{name}.log")
+    process.start()
+    _wait_ready(process, f"http://127.0.0.1:{port}/-/ready", timeout)
+    return port, process
+
+
 class PromQueryError(AssertionError):
     pass
 
@@ -183,24 +211,10 @@ class Prometheus:
         return cfg
 
     def start(self, timeout: float = 20.0) -> Prometheus:
-        binary = require_binary(PROMETHEUS)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config_path = self.workdir / "prometheus.yml"
-        config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
-        self.port = self.port or free_port()
-        self.process = ManagedProcess(
-            "prometheus",
-            [
-                binary,
-                f"--config.file={config_path}",
-                f"--storage.tsdb.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
-            self.workdir / "prometheus.log",
+        storage = f"--storage.tsdb.path={self.workdir / 'data'}"
+        self.port, self.process = _launch(
+            "prometheus", PROMETHEUS, self.workdir, self.config(), self.port, [storage], timeout
         )
-        self.process.start()
-        _wait_ready(self.process, f"{self.url}/-/ready", timeout)
         return self
 
     def stop(self) -> None:
@@ -304,25 +318,13 @@ class Alertmanager:
         }
 
     def start(self, timeout: float = 20.0) -> Alertmanager:
-        binary = require_binary(ALERTMANAGER)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config_path = self.workdir / "alertmanager.yml"
-        config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
-        self.port = self.port or free_port()
-        self.process = ManagedProcess(
-            "alertmanager",
-            [
-                binary,
-                f"--config.file={config_path}",
-                f"--storage.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=",  # no gossip port on 0.0.0.0:9094
-                "--log.level=warn",
-            ],
-            self.workdir / "alertmanager.log",
+        flags = [
+            f"--storage.path={self.workdir / 'data'}",
+            "--cluster.listen-address=",  # no gossip port on 0.0.0.0:9094
+        ]
+        self.port, self.process = _launch(
+            "alertmanager", ALERTMANAGER, self.workdir, self.config(), self.port, flags, timeout
         )
-        self.process.start()
-        _wait_ready(self.process, f"{self.url}/-/ready", timeout)
         return self
 
     def stop(self) -> None:
