@@ -241,26 +241,15 @@ SHARDED_MUTATIONS: list[tuple[str, Mutation, str]] = [
 
 
 @pytest.mark.parametrize(
-    ("mutate", "expected"),
-    [(m, e) for _, m, e in SINGLE_MUTATIONS],
-    ids=[n for n, _, _ in SINGLE_MUTATIONS],
+    ("path", "mutate", "expected"),
+    [
+        pytest.param(path, mutate, expected, id=f"{path.stem}: {name}")
+        for path, mutations in ((SINGLE, SINGLE_MUTATIONS), (SHARDED, SHARDED_MUTATIONS))
+        for name, mutate, expected in mutations
+    ],
 )
-def test_broken_single_node_copy_fails(mutate: Mutation, expected: str) -> None:
-    cfg, version = _parsed(SINGLE)
-    broken = copy.deepcopy(cfg)
-    mutate(broken)
-    problems = checker.check(broken, min_version=version)
-    assert any(expected in p for p in problems), problems
-
-
-@pytest.mark.parametrize(
-    ("mutate", "expected"),
-    [(m, e) for _, m, e in SHARDED_MUTATIONS],
-    ids=[n for n, _, _ in SHARDED_MUTATIONS],
-)
-def test_broken_sharded_copy_fails(mutate: Mutation, expected: str) -> None:
-    cfg, version = _parsed(SHARDED)
-    broken = copy.deepcopy(cfg)
+def test_broken_copy_fails(path: Path, mutate: Mutation, expected: str) -> None:
+    broken, version = _parsed(path)  # a fresh parse: the mutation touches nothing shared
     mutate(broken)
     problems = checker.check(broken, min_version=version)
     assert any(expected in p for p in problems), problems
