@@ -488,7 +488,7 @@ def check(config: Any, *, min_version: Version | None) -> list[str]:
     if not isinstance(pipelines, dict) or not pipelines:
         return [*problems, "service.pipelines: missing or empty"]
 
-    used: dict[str, set[str]] = {k: set() for k in ("receivers", "processors", "exporters")}
+    used: dict[str, set[str]] = {k: set() for k in ("receivers", "exporters")}
     connector_as_exporter: dict[str, set[str]] = {}
     connector_as_receiver: dict[str, set[str]] = {}
     lb_uses: list[tuple[str, str, str]] = []  # (pipeline, signal, exporter id)
@@ -532,8 +532,6 @@ def check(config: Any, *, min_version: Version | None) -> list[str]:
                 problems.append(
                     f"{where}: references processor '{xid}' which is not defined under processors"
                 )
-            else:
-                used["processors"].add(xid)
         limiters = [p for p in processors if defined["processors"].get(p) == "memory_limiter"]
         if limiters and processors[0] != limiters[0]:
             problems.append(f"{where}: memory_limiter must be the first processor")
