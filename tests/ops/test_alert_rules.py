@@ -63,6 +63,15 @@ def _rules() -> list[dict[str, Any]]:
     return [r for g in doc["groups"] for r in g["rules"]]
 
 
+def _alerts() -> list[dict[str, Any]]:
+    return [r for r in _rules() if "alert" in r]
+
+
+def _recorded() -> dict[str, str]:
+    """Recording rules: series name to expression."""
+    return {r["record"]: r["expr"] for r in _rules() if "record" in r}
+
+
 @pytest.mark.prometheus
 def test_promtool_check_rules() -> None:
     res = run_promtool("check", "rules", str(RULES))
@@ -78,15 +87,20 @@ def test_promtool_unit_tests_pass() -> None:
 
 
 def test_every_alert_has_annotations_and_contract_names() -> None:
-    rules = _rules()
+    rules, recorded = _alerts(), _recorded()
     assert {r["alert"] for r in rules} == REQUIRED_ALERTS
+    for name, expr in recorded.items():
+        used = _metric_names(expr)
+        assert used and used <= CONTRACT_METRICS, (name, used)
     for rule in rules:
         ann = rule["annotations"]
         for key in ("summary", "description", "runbook"):
             assert len(ann.get(key, "").strip()) > 20, f"{rule['alert']}: {key}"
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}
         names = _metric_names(rule["expr"])
-        assert names and names <= CONTRACT_METRICS, (rule["alert"], names)
+        reads = {r for r in recorded if r in rule["expr"]}  # a recorded series of this file
+        assert names or reads, rule["alert"]
+        assert names <= CONTRACT_METRICS, (rule["alert"], names)
 
 
 def _metric_names(expr: str) -> set[str]:
@@ -95,7 +109,7 @@ def _metric_names(expr: str) -> set[str]:
 
 
 def test_stale_alert_waits_one_heartbeat() -> None:
-    stale = next(r for r in _rules() if r["alert"] == "A2ATasksStale")
+    stale = next(r for r in _alerts() if r["alert"] == "A2ATasksStale")
     assert "a2a_tasks_stale" in stale["expr"] and "> 0" in stale["expr"]
     assert stale["for"] == "30s"  # OTEL_A2A_DEFAULT_HEARTBEAT
 
@@ -139,7 +153,7 @@ def test_wrong_rule_fails_unit_tests(tmp_path: Path) -> None:
     rules, tests = _copy_rules(tmp_path)
     doc = yaml.safe_load(rules.read_text())
     for rule in doc["groups"][0]["rules"]:
-        if rule["alert"] == "A2ATaskLost":
+        if rule.get("alert") == "A2ATaskLost":
             rule["expr"] = (
                 "sum by (a2a_agent_name, a2a_divergence_reason, a2a_operation) "
                 '(increase(a2a_divergence_total{a2a_divergence_reason="task_lost"}[5m])) > 0'
