@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from otel_a2a.demo.scenario import node_problem
 from tests.support import in_ci
@@ -44,16 +45,22 @@ HEARTBEAT = 1.0  # OTEL_A2A_DEFAULT_HEARTBEAT and the peers' override in the run
 RULES = REPO / "dashboards" / "alerts" / "otel-a2a.rules.yaml"
 DASHBOARD = REPO / "dashboards" / "otel-a2a-overview.json"
 
-# The inhibit rule documented at the top of the rules file, proven by the end-to-end test.
-INHIBIT_RULES: list[dict[str, Any]] = [
-    {
-        "source_matchers": [
-            'alertname=~"A2ANonCanonicalTaskState|A2ATerminalStateRegression|A2ATaskLost"'
-        ],
-        "target_matchers": ['alertname="A2ATaskStateDivergence"'],
-        "equal": ["a2a_agent_name", "a2a_divergence_reason"],
-    }
-]
+
+def _documented_inhibit_rules() -> list[dict[str, Any]]:
+    """The ``inhibit_rules:`` block quoted in the rules file's header comment, parsed as
+    written there: the end-to-end test proves the rule users copy, not a copy of it."""
+    lines = RULES.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "#   inhibit_rules:")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("#   "):
+            break
+        block.append(line[4:])
+    rules: list[dict[str, Any]] = yaml.safe_load("\n".join(block))["inhibit_rules"]
+    return rules
+
+
+INHIBIT_RULES = _documented_inhibit_rules()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -96,14 +96,16 @@ def test_sharded_routes_on_task_id() -> None:
 
 
 def test_every_block_is_commented() -> None:
-    """Every component and pipeline block has a comment right above it or in its body."""
+    """Every component (receiver, processor, exporter, extension) has a comment on the line
+    right above its definition, found under its own section."""
     for path in CONFIGS:
         lines = path.read_text().splitlines()
         assert "minimum otelcol-contrib version" in "\n".join(lines[:5]), path.name
         cfg = yaml.safe_load("\n".join(lines))
         for section in ("receivers", "processors", "exporters", "extensions"):
+            head = lines.index(f"{section}:")
             for cid in cfg.get(section) or {}:
-                idx = next(i for i, line in enumerate(lines) if line.strip() == f"{cid}:")
+                idx = next(i for i in range(head, len(lines)) if lines[i] == f"  {cid}:")
                 assert lines[idx - 1].strip().startswith("#"), f"{path.name}: {section}.{cid}"
 
 
