@@ -199,8 +199,10 @@ class Exchange:
                 if self._overflow:
                     break  # holds enough: the rest is never inflated
                 self._take(piece)
+        except zlib.error as exc:
+            self._overflow = True  # the decoder's state is lost: counted once, nothing guessed
+            self.rt.error(exc)
         except Exception as exc:
-            self._overflow = True  # one failure is counted once, then nothing more is guessed
             self.rt.error(exc)
 
     def _take(self, data: bytes) -> None:

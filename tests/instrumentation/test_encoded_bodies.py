@@ -94,3 +94,20 @@ def test_an_oversized_reply_is_never_parsed_past_the_limit(
     assert parsed and max(parsed) <= LIMIT
     assert len(parsed) == 1  # a Message reply: the first prefix says so, no more parsing
     assert "a2a.task.state" not in dict(harness.span("A2A SendMessage").attributes or {})
+
+
+def test_a_corrupt_encoding_is_one_counted_error_and_the_bytes_pass_untouched(
+    harness: Harness, server: str
+) -> None:
+    raw = b""
+    with (
+        httpx.Client() as client,
+        client.stream(
+            "POST", f"{server}/gzip_corrupt", json=GET_TASK, headers={"A2A-Version": "1.0"}
+        ) as r,
+    ):
+        for chunk in r.iter_raw():
+            raw += chunk
+    assert raw.startswith(b"\x1f\x8b") and len(raw) > 4 * 65536  # read in several chunks
+    assert harness.total("a2a.instrumentation.errors", error__type="error") == 1  # zlib.error
+    assert "a2a.task.state" not in dict(harness.span("A2A GetTask").attributes or {})

@@ -45,6 +45,7 @@ CASES = (
     "card_304",
     "gzip",
     "deflate_raw",
+    "gzip_corrupt",
 )
 # not in CASES (the differential test reads every case four times): 32 MiB in ~32 KB of gzip
 BOMB = "gzip_bomb"
@@ -142,6 +143,14 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             writer.write(_encoded(_rpc(TASK), "gzip"))
         elif case == "deflate_raw":
             writer.write(_encoded(_rpc(TASK), "deflate"))
+        elif case == "gzip_corrupt":  # a gzip header, then 256 KiB that inflate to nothing
+            body = b"\x1f\x8b\x08\x00" + bytes(range(256)) * 1024
+            head = {
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+                "Content-Length": str(len(body)),
+            }
+            writer.write(_head("200 OK", head) + body)
         elif case == BOMB:
             writer.write(bomb_response())
         elif case == "http404":
