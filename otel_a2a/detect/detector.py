@@ -15,12 +15,11 @@ from otel_a2a.detect.invariant import (
     judge_observation,
     judge_task_not_found,
 )
-from otel_a2a.detect.ledger import Observation, TaskLedger
+from otel_a2a.detect.ledger import LATE, Observation, TaskLedger
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
 from otel_a2a.detect.verdict import Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
 from otel_a2a.protocol.states import StateClass
-from otel_a2a.protocol.timestamps import parse_timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +94,7 @@ class Detector:
                 self.ledger.touch(report.task_id, now)
                 continue
             terminal = reading.state.is_terminal
-            if not terminal and self._late(report):
-                continue  # emitted before the terminal state we already hold: not news
-            stamp = report.timestamp if terminal else None  # parsed only if a frame is late
+            stamp = report.timestamp
             obs = Observation(
                 report.task_id,
                 agent,
@@ -107,9 +104,11 @@ class Detector:
                 now,
                 etag,
                 op,
-                stamp,
+                stamp if terminal else None,  # kept to tell late frames; parsed only then
             )
-            prev = self.ledger.observe(obs)
+            prev = self.ledger.observe(obs, None if terminal else stamp)
+            if prev is LATE:
+                continue  # emitted before the terminal state we already hold: not news
             if reading.exact and reading.mapped and (prev is None or not prev.state.is_terminal):
                 continue  # fast path: nothing on the observation side can hold
             if heartbeat is None:
@@ -126,19 +125,6 @@ class Detector:
                 )
             )
         return verdicts
-
-    def _late(self, report: TaskReport) -> bool:
-        """A non-terminal report the agent stamped no later than the terminal state on record.
-
-        Streams and responses travel on different connections, so a frame emitted before the
-        task completed can be read after the completed response: judged by arrival it would be
-        a false ``terminal_regression``. Only a report stamped strictly later is a regression.
-        """
-        prev = self.ledger.get(report.task_id)
-        if prev is None or prev.stamp is None or not prev.state.is_terminal:
-            return False
-        held, stamp = parse_timestamp(prev.stamp), parse_timestamp(report.timestamp)
-        return held is not None and stamp is not None and stamp <= held
 
     def on_stream_frame(self, task_id: str, now: float) -> bool:
         """Any frame on an open stream for the task (event or ``: ping``) refreshes it."""

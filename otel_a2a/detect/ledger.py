@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 
 from otel_a2a.protocol.states import StateClass, TaskState
+from otel_a2a.protocol.timestamps import parse_timestamp
 
 _MAX_KINDS = 4096  # distinct (state, raw, exact, source) combinations interned
 # Kind: (state, raw, exact, source, state class). Keyed by the state's *value*: hashing a
@@ -158,6 +159,19 @@ def _sentinel() -> Observation:
 
 _DETACHED = _sentinel()
 _TERMINAL = StateClass.TERMINAL  # a global read is cheaper than an enum attribute
+
+
+# What ``observe`` returns for a late frame it did not record (never a task's observation).
+LATE = Observation("", "", TaskState.UNKNOWN, "", False, 0.0, None, "late frame")
+
+
+def _late(held: Observation, sent_at: str) -> bool:
+    if held.stamp is None or held._kind[4] is not _TERMINAL:
+        return False
+    stamp, held_stamp = parse_timestamp(sent_at), parse_timestamp(held.stamp)
+    return stamp is not None and held_stamp is not None and stamp <= held_stamp
+
+
 _INTERRUPTED = StateClass.INTERRUPTED
 
 
@@ -212,12 +226,17 @@ class TaskLedger:
 
     # -- operations ------------------------------------------------------------------------------
 
-    def observe(self, obs: Observation) -> Observation | None:
+    def observe(self, obs: Observation, sent_at: str | None = None) -> Observation | None:
         """Record ``obs`` as the task's last observation; return the previous one (or None).
 
         The ledger links ``obs`` itself in (no copy) unless it is already linked somewhere,
         in which case it links a copy; either way the caller should not modify it afterwards.
         The returned previous observation is detached and never changes again.
+
+        ``sent_at`` is the agent's timestamp of a non-terminal report: when the task is held
+        terminal at a stamp no earlier, the report is a late frame (emitted before the end, read
+        after it), nothing is recorded and :data:`LATE` is returned. Judged under the lock, so
+        no terminal observation can land between the check and the update.
         """
         kind = obs._kind
         # Hot path: list moves are inlined (a method call costs as much as the move itself).
@@ -225,6 +244,8 @@ class TaskLedger:
             node = obs if obs._prev is _DETACHED else obs._copy(obs.at)
             index = self._index
             prev = index.get(node.task_id)
+            if sent_at is not None and prev is not None and _late(prev, sent_at):
+                return LATE
             if prev is not None:
                 p, n = prev._prev, prev._next
                 p._next = n

@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from otel_a2a.detect.ledger import Observation, TaskLedger
+from otel_a2a.detect.ledger import LATE, Observation, TaskLedger
 from otel_a2a.protocol.states import StateClass, TaskState
 
 from .helpers import make_obs
@@ -349,3 +349,29 @@ def test_threads_keep_the_ledger_consistent() -> None:
     assert counts[StateClass.TERMINAL] == sum(o.state.is_terminal for o in snapshot)
     stale = ledger.stale_by_agent(1e9, lambda a: 1.0)
     assert sum(stale.values()) == sum(not o.state.is_terminal for o in snapshot)
+
+
+def test_a_late_frame_is_refused_under_the_lock() -> None:
+    """A non-terminal report stamped no later than the terminal state held is not recorded,
+    whatever was checked before the call: the check and the update are one step."""
+    ledger = TaskLedger(10)
+
+    def done(at: float) -> Observation:
+        raw, stamp = "TASK_STATE_COMPLETED", "2026-12-02T15:00:10Z"
+        return Observation("t", "a", TaskState.COMPLETED, raw, True, at, None, "GetTask", stamp)
+
+    def frame() -> Observation:
+        raw = "TASK_STATE_WORKING"
+        return Observation("t", "a", TaskState.WORKING, raw, True, 6.0, None, "SubscribeToTask")
+
+    ledger.observe(done(5.0))
+    assert ledger.observe(frame(), "2026-12-02T15:00:09Z") is LATE
+    assert ledger.observe(frame(), "2026-12-02T15:00:10Z") is LATE  # the same instant: late
+    held = ledger.get("t")
+    assert held is not None and held.state is TaskState.COMPLETED and held.at == 5.0
+    assert ledger.observe(frame(), "not a timestamp") is not LATE  # unreadable: by arrival
+    ledger.observe(done(7.0))
+    prev = ledger.observe(frame(), "2026-12-02T15:00:11Z")  # stamped later: a real regression
+    assert prev is not None and prev is not LATE and prev.state is TaskState.COMPLETED
+    held = ledger.get("t")
+    assert held is not None and held.state is TaskState.WORKING
