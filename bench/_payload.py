@@ -58,3 +58,23 @@ def get_task_response(size: int, task_id: str = TASK_ID) -> bytes:
         body = json.dumps(head, separators=(",", ":")).encode()
     assert len(body) == size or count == 1, (len(body), size)
     return body
+
+
+# A non-A2A POST of the same size, shaped like an LLM call (the commonest other httpx traffic
+# of an agent): otel-a2a must tell it apart and step aside cheaply.
+OTHER_PATH = "/v1/chat/completions"
+OTHER_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
+
+
+def other_request_body(size: int = 2048) -> bytes:
+    doc = {"model": "bench", "messages": [{"role": "user", "content": ""}]}
+    pad = size - len(json.dumps(doc, separators=(",", ":")))
+    doc["messages"][0]["content"] = "y" * max(pad, 0)  # type: ignore[index]
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def other_response_body(size: int = 2048) -> bytes:
+    doc = {"id": "chatcmpl-1", "choices": [{"message": {"role": "assistant", "content": ""}}]}
+    pad = size - len(json.dumps(doc, separators=(",", ":")))
+    doc["choices"][0]["message"]["content"] = "x" * max(pad, 0)  # type: ignore[index]
+    return json.dumps(doc, separators=(",", ":")).encode()

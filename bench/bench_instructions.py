@@ -1,9 +1,10 @@
 """The overhead ratio again, counted in instructions: deterministic where wall-clock is not.
 
 On a shared 2-core machine the wall-clock ratio of ``bench_overhead`` moves by tens of points
-from round to round. Valgrind's callgrind counts the instructions a process executes, the same
-on every run, so the ratio it gives is reproducible to the last digit and a change of 1 % in
-otel-a2a's cost is visible. It counts instructions, not time: a cache miss costs one.
+from round to round. Valgrind's callgrind counts the instructions a process executes, which do
+not depend on what else the machine is doing: from run to run the counts move by about 0.1 %
+(hash seeds, ids), so a change of 1 % in otel-a2a's cost is visible. It counts instructions,
+not time: a cache miss costs one.
 
 Each configuration of ``bench_overhead`` ((a) bare httpx, (b) + httpx instrumentation + SDK,
 (c) (b) + otel_a2a) runs in its own interpreter under callgrind twice, with ``WARMUP`` requests
@@ -15,6 +16,10 @@ A fourth run, *floor*, starts and ends one SDK span per request carrying exactly
 kind and attributes of the span otel-a2a makes for that ``GetTask`` (taken from a real
 request), under both span processors, all attributes given at start (the cheapest way to set
 them). No implementation of DESIGN §3 with the OpenTelemetry SDK can cost less than this.
+
+The ``-other`` pair repeats (b) and (c) with a non-A2A POST of the same size shaped like an LLM
+call, the commonest other httpx traffic of an agent: what otel-a2a costs where it only steps
+aside.
 
 Needs ``valgrind`` on ``PATH`` (Debian package ``valgrind``); without it the rows say so.
 """
@@ -31,7 +36,7 @@ from bench import Row
 
 WARMUP = 200
 REQUESTS = 300
-CONFIGS = ("a", "b", "c", "floor")
+CONFIGS = ("a", "b", "c", "floor", "b-other", "c-other")
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
@@ -62,6 +67,7 @@ def run() -> list[Row]:
         totals = dict(zip(jobs, pool.map(lambda job: _count(*job), jobs), strict=True))
     per = {c: (totals[c, REQUESTS] - totals[c, 0]) / REQUESTS for c in CONFIGS}
     httpx_inc, a2a_inc = per["b"] - per["a"], per["c"] - per["b"]
+    other = per["c-other"] - per["b-other"]
     return [
         Row("instructions: (a) bare httpx, 2 KB GetTask (per request)", f"{per['a']:,.0f}"),
         Row("instructions: (b) + httpx instrumentation + SDK", f"{per['b']:,.0f}"),
@@ -72,22 +78,31 @@ def run() -> list[Row]:
             f"{per['floor'] / httpx_inc:.0%}",
         ),
         Row("  the floor span (instructions per request)", f"{per['floor']:,.0f}"),
+        Row(
+            "instructions: non-A2A 2 KB POST (LLM-style), otel_a2a increment (per request)",
+            f"{other:,.0f}",
+        ),
+        Row("  as % of the httpx increment on the GetTask", f"{other / httpx_inc:.0%}"),
     ]
 
 
 def _worker(config: str, requests: int) -> None:
     """One configuration, ``requests`` requests (callgrind counts the whole process)."""
-    from bench._payload import PATH, REQUEST_HEADERS, get_task_response, request_body
+    from bench import _payload as p
     from bench.bench_overhead import Setup, floor_span
 
-    body, content = get_task_response(2048), request_body()
+    body, content = p.get_task_response(2048), p.request_body()
+    path, headers = p.PATH, p.REQUEST_HEADERS
+    if config.endswith("-other"):
+        body, content = p.other_response_body(), p.other_request_body()
+        path, headers = p.OTHER_PATH, p.OTHER_HEADERS
     if config == "floor":
         one_span, _ = floor_span(body)
         for _ in range(requests):
             one_span()
         return
     setup = Setup(body, instrumented=config != "a")
-    if config == "c":
+    if config.startswith("c"):
         from otel_a2a.instrumentation import A2AInstrumentor
 
         A2AInstrumentor().instrument(
@@ -95,7 +110,7 @@ def _worker(config: str, requests: int) -> None:
         )
     post = setup.client.post
     for _ in range(requests):
-        post(PATH, content=content, headers=REQUEST_HEADERS).read()
+        post(path, content=content, headers=headers).read()
     setup.close()
 
 

@@ -2,10 +2,11 @@
 
     otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
                   [--binding JSONRPC|HTTP+JSON] [--no-streaming] [--real-timings]
-                  [--heartbeat S] [--keep]
+                  [--heartbeat S] [--keep] [--quiet]
     otel-a2a check-card URL
     otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
     otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
+                      [--grace S] [--max-tasks N] [--max-body-bytes N]
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
 parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.

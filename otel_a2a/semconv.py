@@ -39,6 +39,11 @@ ERROR_TYPE = "error.type"
 HTTP_STATUS_CODE = "http.response.status_code"
 JSONRPC_ERROR_CODE = "rpc.jsonrpc.error_code"
 
+# ``a2a.operation`` beyond the A2A operation names: an explicit decision (``liveness_decision``
+# or a span marked ``a2a.liveness.decision``), and a foreign span that names no operation
+OP_DECISION = "liveness_decision"
+OP_UNKNOWN = "unknown"
+
 # events
 EVENT_DIVERGENCE = "a2a.divergence"
 EVENT_TASK_STATUS = "a2a.task.status"

@@ -1,7 +1,8 @@
 """Interpreter-start hook behind ``OTEL_A2A_ENABLED=true`` (no code change in the service).
 
-``otel_a2a.pth`` imports this module only when the variable is true, so an unset variable costs
-one environment lookup. Under Python >= 3.15 ``otel_a2a.start`` calls :func:`run` instead.
+``otel_a2a.pth`` imports this module only when the variable is set to something other than a
+false value (true, or a bad value that deserves its warning), so an unset variable costs one
+environment lookup. Under Python >= 3.15 ``otel_a2a.start`` calls :func:`run` instead.
 Importing is idempotent (the ``.pth`` runs twice in a venv) and nothing here may break the
 interpreter's start: every failure is logged at debug level and swallowed.
 """
@@ -10,11 +11,19 @@ from __future__ import annotations
 
 import os
 
+from otel_a2a._env import FALSE, TRUE, warn_invalid
+
 _done = False
 
 
 def _enabled() -> bool:
-    return os.environ.get("OTEL_A2A_ENABLED", "").strip().lower() in ("1", "true", "yes", "on")
+    raw = os.environ.get("OTEL_A2A_ENABLED", "")
+    value = raw.strip().lower()
+    if value in TRUE:
+        return True
+    if value not in FALSE:
+        warn_invalid("OTEL_A2A_ENABLED", raw, False)
+    return False
 
 
 def _under_opentelemetry_instrument() -> bool:

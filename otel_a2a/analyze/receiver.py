@@ -25,9 +25,12 @@ from otel_a2a import semconv as sc
 from otel_a2a.analyze.correlate import Correlator
 from otel_a2a.analyze.model import Finding
 from otel_a2a.analyze.otlp import normalize_id, parse_request
+from otel_a2a.protocol import Operation
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a.detector")
+# ``a2a.operation`` values the detector's metric may carry; anything else is ``_OTHER``
+_OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_UNKNOWN})
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -127,8 +130,8 @@ class Detector:
                 attrs = {sc.DIVERGENCE_REASON: finding.reason.value}
                 b = finding.b
                 operation = b.operation or b.span_name.removeprefix("A2A ").strip()
-                if operation:
-                    attrs[sc.OPERATION] = operation
+                if operation:  # from foreign spans: capped like agent names
+                    attrs[sc.OPERATION] = operation if operation in _OPERATIONS else sc.OTHER
                 if b.agent_name:
                     attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
                 self._counter.add(1, attrs)

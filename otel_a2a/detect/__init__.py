@@ -8,6 +8,7 @@ the card etag and heartbeat per agent, :mod:`~otel_a2a.detect.invariant` judges 
 from otel_a2a.detect.api import assert_state_authoritative
 from otel_a2a.detect.detector import CardUpdate, Detector
 from otel_a2a.detect.invariant import (
+    assumes_live,
     is_redundant_get,
     judge_decision,
     judge_observation,
@@ -29,6 +30,7 @@ __all__ = [
     "TaskStateDivergenceError",
     "Verdict",
     "assert_state_authoritative",
+    "assumes_live",
     "is_redundant_get",
     "judge_decision",
     "judge_observation",

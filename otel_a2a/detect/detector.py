@@ -144,15 +144,20 @@ class Detector:
 
     # -- judgements -----------------------------------------------------------------------------
 
-    def decide(self, task_id: str, agent: str | None, now: float) -> Verdict:
-        """Judge a liveness decision on the task at ``agent`` (None: where it was observed)."""
+    def decide(
+        self, task_id: str, agent: str | None, now: float, assumes_live: bool = True
+    ) -> Verdict:
+        """Judge a liveness decision on the task at ``agent`` (None: where it was observed);
+        ``assumes_live=False`` for a decision that assumes the task ended."""
         obs = self.ledger.get(task_id)
         if agent is None:
             agent = obs.agent if obs is not None else None
         if agent is None:
-            return judge_decision(task_id, obs, None, self.registry.default_heartbeat, now, None)
+            heartbeat = self.registry.default_heartbeat
+            return judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
         heartbeat = self.registry.heartbeat(agent)[0]
-        return judge_decision(task_id, obs, self.registry.etag(agent), heartbeat, now, agent)
+        etag = self.registry.etag(agent)
+        return judge_decision(task_id, obs, etag, heartbeat, now, agent, assumes_live)
 
     def redundant_get(self, task_id: str, agent: str, now: float) -> bool:
         """Whether a ``GetTask`` issued now is redundant; call it before recording its result."""

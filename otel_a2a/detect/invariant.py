@@ -12,7 +12,7 @@ from __future__ import annotations
 from otel_a2a.detect.ledger import Observation
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT
 from otel_a2a.detect.verdict import DivergenceReason, Evidence, Verdict
-from otel_a2a.protocol.states import StateClass, StateReading, TaskState
+from otel_a2a.protocol.states import StateClass, StateReading, TaskState, normalize_task_state
 
 R = DivergenceReason
 # Hot path (every decision and every GetTask): enum attribute reads and ``TaskState``
@@ -68,6 +68,12 @@ def evidence_of(
     )
 
 
+def assumes_live(assumed_state: object) -> bool:
+    """Whether a decision that states ``assumed_state`` assumes the task live: unless that is a
+    terminal state. An absent or unreadable assumption counts as live (the usual one)."""
+    return not normalize_task_state(assumed_state).is_terminal
+
+
 def judge_decision(
     task_id: str,
     obs: Observation | None,
@@ -75,14 +81,15 @@ def judge_decision(
     heartbeat: float,
     now: float,
     agent: str | None = None,
+    assumes_live: bool = True,
 ) -> Verdict:
     """Judge a liveness decision on ``task_id``: ok, or the first reason that holds.
 
     Order (most specific cause first): ``no_observation`` (none, or the last one is a
     legitimate ``unknown``, which authorises nothing), ``etag_changed`` (both etags known and
-    different), ``terminal_state`` (the decision assumes the task live; terminal observations
-    are exempt from the gap, they never go stale), ``heartbeat_gap`` (non-terminal and older
-    than the heartbeat).
+    different), ``terminal_state`` (the decision assumes the task live, ``assumes_live``, and
+    it was last seen terminal), ``heartbeat_gap`` (non-terminal and older than the heartbeat;
+    terminal observations are exempt, they never go stale).
     """
     ev = evidence_of(task_id, obs, etag_now, heartbeat, now, agent)
     if obs is None or obs._kind[0] is _UNKNOWN:
@@ -90,7 +97,7 @@ def judge_decision(
     if _etag_changed(obs.etag, etag_now):
         return _new(Verdict, (_ETAG_CHANGED, ev))
     if obs._kind[4] is _TERMINAL:
-        return _new(Verdict, (_TERMINAL_STATE, ev))
+        return _new(Verdict, (_TERMINAL_STATE if assumes_live else None, ev))
     age = ev[4]
     if not (age is not None and age <= heartbeat):  # written so that NaN is a gap
         return _new(Verdict, (_HEARTBEAT_GAP, ev))

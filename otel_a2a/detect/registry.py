@@ -64,13 +64,26 @@ def _has_prefix(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + ":")
 
 
-def _heartbeat_override(overrides: Mapping[str, float], hostports: list[str]) -> float | None:
-    for hostport in hostports:
-        seconds = overrides.get(hostport)
-        if seconds is None and ":" in hostport and not hostport.endswith("]"):
-            seconds = overrides.get(hostport.rsplit(":", 1)[0])
-        if seconds is not None:
-            return seconds
+def _override_keys(url: str) -> list[str]:
+    """The ``OTEL_A2A_HEARTBEAT_OVERRIDES`` keys that name ``url``'s host, most specific first:
+    ``host:port`` (a default port written out too: ``agent.test:443`` names
+    ``https://agent.test``), then ``host``."""
+    split = _split(url)
+    if split is None:
+        return []
+    origin_url, hostport, _path = split
+    if ":" in hostport.rsplit("]", 1)[-1]:  # an explicit, non-default port
+        return [hostport, hostport.rsplit(":", 1)[0]]
+    port = _DEFAULT_PORTS.get(origin_url.split("://", 1)[0])
+    return [f"{hostport}:{port}", hostport] if port is not None else [hostport]
+
+
+def _heartbeat_override(overrides: Mapping[str, float], urls: list[str]) -> float | None:
+    for url in urls:
+        for key in _override_keys(url):
+            seconds = overrides.get(key)
+            if seconds is not None:
+                return seconds
     return None
 
 
@@ -223,16 +236,10 @@ class CardRegistry:
     def _resolve_heartbeat(self, agent: str, entry: _Agent | None) -> tuple[float, str]:
         card = entry.card if entry is not None else None
         if self._overrides:
-            hostports = []
-            split = _split(agent)
-            if split is not None:
-                hostports.append(split[1])
+            urls = [agent]
             if card is not None:
-                for iface in card.interfaces:
-                    isplit = _split(iface.url) if isinstance(iface.url, str) else None
-                    if isplit is not None:
-                        hostports.append(isplit[1])
-            seconds = _heartbeat_override(self._overrides, hostports)
+                urls += (i.url for i in card.interfaces if isinstance(i.url, str))
+            seconds = _heartbeat_override(self._overrides, urls)
             if seconds is not None:
                 return seconds, "override"
         if card is not None:

@@ -6,16 +6,13 @@ used instead.
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-_log = logging.getLogger("otel_a2a")
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"", "0", "false", "no", "off"})
+from otel_a2a._env import FALSE, TRUE
+from otel_a2a._env import warn_invalid as _warn
 
 
 @dataclass(frozen=True)
@@ -31,18 +28,14 @@ class Settings:
 _DEFAULTS = Settings()
 
 
-def _warn(name: str, value: str, default: object) -> None:
-    _log.warning("otel-a2a: ignoring %s=%r (invalid); using the default %r", name, value, default)
-
-
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = env.get(name)
     if raw is None:
         return default
     value = raw.strip().lower()
-    if value in _TRUE:
+    if value in TRUE:
         return True
-    if value in _FALSE:
+    if value in FALSE:
         return False
     _warn(name, raw, default)
     return default

@@ -12,7 +12,7 @@ from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
-from otel_a2a.detect import TaskStateDivergenceError, Verdict
+from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
 from otel_a2a.instrumentation import runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,7 +25,9 @@ class liveness_decision:
     In ``enforce`` mode (``OTEL_A2A_MODE=enforce``) a divergent decision raises
     :class:`TaskStateDivergenceError` before the block runs. ``agent`` is the agent's URL
     (any URL under its interface); by default the agent where the task was last observed.
-    Without instrumentation the block just runs.
+    ``assumed_state`` is the state the block relies on: a terminal one (``completed``, say)
+    does not assume the task live, so a terminal observation authorises it instead of
+    reporting ``terminal_state``. Without instrumentation the block just runs.
     """
 
     def __init__(self, task_id: str, *, agent: str | None = None, assumed_state: str = "working"):
@@ -46,16 +48,23 @@ class liveness_decision:
                 sc.LIVENESS_DECISION: True,
                 sc.TASK_ID: self.task_id,
                 sc.ASSUMED_STATE: self.assumed_state,
-                sc.AGENT_URL: agent,
             }
+            if agent != runtime.UNKNOWN_AGENT:  # a URL, or nothing
+                attributes[sc.AGENT_URL] = agent
             etag = rt.detector.registry.etag(agent)
             if etag is not None:
                 attributes[sc.CARD_ETAG] = etag
             span = rt.tracer.start_span(
-                "A2A liveness_decision", kind=SpanKind.INTERNAL, attributes=attributes
+                f"A2A {sc.OP_DECISION}", kind=SpanKind.INTERNAL, attributes=attributes
             )
             self._span = span
-            self.verdict = rt.decide(span, self.task_id, agent, "liveness_decision")
+            self.verdict = rt.decide(
+                span,
+                self.task_id,
+                agent,
+                sc.OP_DECISION,
+                assumes_live=assumes_live(self.assumed_state),
+            )
             self._token = context.attach(trace.set_span_in_context(span))
         except Exception as exc:
             rt.error(exc)

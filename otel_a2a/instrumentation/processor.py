@@ -16,6 +16,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_a2a import semconv as sc
+from otel_a2a.detect import assumes_live
 from otel_a2a.instrumentation import runtime
 from otel_a2a.protocol import (
     Binding,
@@ -60,7 +61,9 @@ class DivergenceSpanProcessor(SpanProcessor):
             if not isinstance(task_id, str):
                 return
             agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
-            etag = rt.decide(span, task_id, agent, "liveness_decision").evidence.etag_now
+            live = assumes_live(attrs.get(sc.ASSUMED_STATE))
+            verdict = rt.decide(span, task_id, agent, sc.OP_DECISION, assumes_live=live)
+            etag = verdict.evidence.etag_now
             if etag is not None and span.is_recording():
                 span.set_attribute(sc.CARD_ETAG, etag)
         except Exception as exc:
@@ -100,7 +103,7 @@ class DivergenceSpanProcessor(SpanProcessor):
             canonical = normalize_task_state(state)
             reading = StateReading(state, canonical, canonical is not TaskState.UNKNOWN, True)
         operation = _enum(Operation, attrs.get(sc.OPERATION))
-        source = operation.value if operation is not None else "unknown"
+        source = operation.value if operation is not None else sc.OP_UNKNOWN
         report = TaskReport(task_id, None, reading, "task")
         agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
         for verdict in rt.detector.on_reports(agent, [report], source, time.monotonic()):

@@ -23,6 +23,7 @@ from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
 _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
+UNKNOWN_AGENT = "unknown"  # the agent of a decision on a task never seen, no URL given
 
 
 class Runtime:
@@ -81,7 +82,7 @@ class Runtime:
         if isinstance(hint, str) and hint:
             return self.agent_for_url(hint)
         observation = self.detector.ledger.get(task_id)
-        return observation.agent if observation is not None else "unknown"
+        return observation.agent if observation is not None else UNKNOWN_AGENT
 
     def report(self, span: Span | None, verdict: Verdict, operation: str) -> None:
         """Emit one divergence: span event (span live), log record, ``a2a.divergence`` metric."""
@@ -122,14 +123,22 @@ class Runtime:
         )
 
     def decide(
-        self, span: Span, task_id: str, agent: str, operation: str, now: float | None = None
+        self,
+        span: Span,
+        task_id: str,
+        agent: str,
+        operation: str,
+        now: float | None = None,
+        assumes_live: bool = True,
     ) -> Verdict:
         """Judge one liveness decision and account for it (metrics, event). The span already
         carries ``a2a.liveness.decision`` and the etag in force from its start (set once).
 
         The verdict survives a failure of the accounting (counted): enforce mode acts on it.
         """
-        verdict = self.detector.decide(task_id, agent, time.monotonic() if now is None else now)
+        if now is None:
+            now = time.monotonic()
+        verdict = self.detector.decide(task_id, agent, now, assumes_live)
         try:
             label = self.metrics.agent(agent)
             outcome = "authoritative" if verdict.ok else "divergent"

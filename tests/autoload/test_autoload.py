@@ -100,6 +100,24 @@ def test_pth_is_installed_and_idempotent() -> None:
     assert "already instrumented" not in done.stderr
 
 
+@pytest.mark.parametrize("value", ["ture", "2", "enable"])
+def test_a_bad_enabled_value_warns_once_and_instruments_nothing(
+    python_peer: str, value: str
+) -> None:
+    done = _run([sys.executable, str(SCRIPT), python_peer], _env(OTEL_A2A_ENABLED=value))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("OTEL_A2A_ENABLED") == 1, done.stderr
+    assert f"OTEL_A2A_ENABLED={value!r}" in done.stderr, done.stderr
+    assert not any(d.get("name", "").startswith("A2A ") for d in _documents(done.stdout))
+
+
+def test_a_false_enabled_value_is_silent_and_imports_nothing() -> None:
+    code = "import sys; print('otel_a2a' in sys.modules)"
+    for value in ("false", "0", "off", " no "):
+        done = _run([sys.executable, "-c", code], _env(OTEL_A2A_ENABLED=value))
+        assert (done.stdout.strip(), done.stderr) == ("False", ""), value
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [

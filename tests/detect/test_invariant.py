@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_a2a.detect.invariant import (
+    assumes_live,
     is_redundant_get,
     judge_decision,
     judge_observation,
@@ -101,15 +102,22 @@ def test_precedence_terminal_before_gap() -> None:
     etag_obs=st.sampled_from([None, "a", "b"]),
     etag_now=st.sampled_from([None, "a", "b"]),
     age=st.floats(min_value=-5, max_value=100, allow_nan=False),
+    live=st.booleans(),
 )
 def test_precedence_matches_the_table(
-    state: TaskState, has_obs: bool, etag_obs: str | None, etag_now: str | None, age: float
+    state: TaskState,
+    has_obs: bool,
+    etag_obs: str | None,
+    etag_now: str | None,
+    age: float,
+    live: bool,
 ) -> None:
     obs = make_obs(state=state, at=1000.0, etag=etag_obs) if has_obs else None
-    reason = judge_decision("t", obs, etag_now, HB, 1000.0 + age).reason
+    reason = judge_decision("t", obs, etag_now, HB, 1000.0 + age, assumes_live=live).reason
     holds = [
         (R.NO_OBSERVATION, obs is None or state is TaskState.UNKNOWN),
         (R.ETAG_CHANGED, etag_obs is not None and etag_now is not None and etag_obs != etag_now),
+        (None, state.is_terminal and not live),  # assumed ended, seen ended: authorised
         (R.TERMINAL_STATE, state.is_terminal),
         (R.HEARTBEAT_GAP, max(age, 0.0) > HB),
     ]
@@ -119,6 +127,25 @@ def test_precedence_matches_the_table(
     assert is_redundant_get(obs, etag_now, 1000.0 + age, HB) == (
         expected in (None, R.TERMINAL_STATE)
     )
+
+
+@pytest.mark.parametrize(
+    ("assumed", "live"),
+    [
+        ("working", True),
+        ("TASK_STATE_WORKING", True),
+        ("input-required", True),
+        (None, True),
+        ("", True),
+        ("paused", True),  # unreadable: the usual assumption
+        ("completed", False),
+        ("TASK_STATE_FAILED", False),
+        ("cancelled", False),
+        ("rejected", False),
+    ],
+)
+def test_assumes_live(assumed: object, live: bool) -> None:
+    assert assumes_live(assumed) is live
 
 
 def test_nan_time_is_a_gap_not_ok() -> None:

@@ -90,6 +90,25 @@ def test_heartbeat_first_match_wins() -> None:
     assert reg.heartbeat("http://plain:1") == (2.0, "extension")
 
 
+@pytest.mark.parametrize(
+    ("key", "url", "matches"),
+    [
+        ("agent.test:443", "https://agent.test", True),  # the default port written out
+        ("agent.test:443", "https://agent.test:443/a2a", True),
+        ("agent.test:80", "http://agent.test", True),
+        ("agent.test:443", "http://agent.test", False),  # port 80, not 443
+        ("agent.test", "https://agent.test:8443", True),  # a bare host names every port
+        ("agent.test:8443", "https://agent.test", False),
+        ("[::1]:8080", "http://[::1]:8080/x", True),
+        ("[::1]", "http://[::1]:8080/x", True),
+        ("[::1]:80", "http://[::1]/x", True),
+    ],
+)
+def test_override_keys_with_and_without_ports(key: str, url: str, matches: bool) -> None:
+    reg = CardRegistry(default_heartbeat=45.0, heartbeat_overrides={key: 5.0})
+    assert reg.heartbeat(url) == ((5.0, "override") if matches else (45.0, "default"))
+
+
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
 def test_bad_heartbeat_values_fall_back(bad: float) -> None:
     reg = CardRegistry(default_heartbeat=bad, heartbeat_overrides={"a": bad})

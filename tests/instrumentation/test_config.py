@@ -6,7 +6,14 @@ import logging
 
 import pytest
 
+from otel_a2a import _env
 from otel_a2a.instrumentation.config import Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings() -> None:
+    """A bad value warns once per process; each test here is a process start of its own."""
+    _env._warned.clear()
 
 
 def test_defaults() -> None:
@@ -56,3 +63,14 @@ def test_bad_value_warns_once_and_uses_default(
     assert getattr(settings, field) == default
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and name in warnings[0], warnings
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        load_settings({name: value})  # instrumenting again: no second warning for it
+    assert len(caplog.records) == 1
+
+
+@pytest.mark.parametrize("value", ["1", "true", "Yes", " ON ", "0", "false", "no", "off", ""])
+def test_boolean_spellings(caplog: pytest.LogCaptureFixture, value: str) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        settings = load_settings({"OTEL_A2A_ENABLED": value})
+    assert settings.enabled is (value.strip().lower() in ("1", "true", "yes", "on"))
+    assert caplog.records == []

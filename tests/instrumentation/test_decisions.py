@@ -37,6 +37,7 @@ def test_observe_mode_reports_and_runs_the_block(otel: Harness) -> None:
     attrs = dict(span.attributes or {})
     assert attrs["a2a.liveness.decision"] is True
     assert attrs["a2a.decision.assumed_state"] == "working"
+    assert "a2a.agent.url" not in attrs  # never seen, no agent given: no URL to record
     assert otel.total("a2a.divergence", a2a__operation="liveness_decision") == 1
 
 
@@ -62,6 +63,31 @@ def test_enforce_lets_an_authoritative_decision_through(enforcing: Harness) -> N
     assert act() == "acted"
     assert divergences(enforcing.span("A2A liveness_decision")) == []
     assert enforcing.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+
+
+def test_a_decision_that_assumes_the_end_is_authorised_by_a_terminal_state(
+    enforcing: Harness,
+) -> None:
+    agent = FakeAgent(states={"t1": "TASK_STATE_COMPLETED"})
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+    with liveness_decision("t1", assumed_state="completed"):
+        pass  # e.g. fetching the artifacts of a task known to be done
+    with pytest.raises(TaskStateDivergenceError) as info, liveness_decision("t1"):
+        pass
+    assert info.value.reason is DivergenceReason.TERMINAL_STATE
+    first, second = enforcing.spans("A2A liveness_decision")
+    assert divergences(first) == [] and divergences(second) == ["terminal_state"]
+    # the same on a foreign span, judged by the span processor
+    tracer = enforcing.tracer_provider.get_tracer("my.orchestrator")
+    marks = {"a2a.liveness.decision": True, "a2a.task.id": "t1"}
+    for name, assumed in (("collect", "TASK_STATE_COMPLETED"), ("wait", "working")):
+        attributes = {**marks, "a2a.decision.assumed_state": assumed}
+        with tracer.start_as_current_span(name, attributes=attributes):
+            pass
+    assert divergences(enforcing.span("collect")) == []
+    assert divergences(enforcing.span("wait")) == ["terminal_state"]
 
 
 def test_async_decorator(enforcing: Harness) -> None:

@@ -1,0 +1,24 @@
+"""How ``OTEL_A2A_*`` values are spelled, and the one warning a bad value gets.
+
+Shared by the interpreter-start hook, which must stay import-light (``logging`` is imported
+only to warn), and by the settings: a bad ``OTEL_A2A_ENABLED`` seen by both is still one warning.
+"""
+
+from __future__ import annotations
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("", "0", "false", "no", "off")
+
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_invalid(name: str, value: str, default: object) -> None:
+    """Warn that ``name=value`` is ignored for ``default``, once per variable and value."""
+    if (name, value) in _warned:
+        return
+    _warned.add((name, value))
+    import logging
+
+    logging.getLogger("otel_a2a").warning(
+        "otel-a2a: ignoring %s=%r (invalid); using the default %r", name, value, default
+    )
