@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from opentelemetry import context, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
@@ -16,6 +18,13 @@ from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
 from otel_a2a.instrumentation import runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The decisions entered and not yet exited in this context, innermost last: one instance may be
+# entered again while open (nested, or by concurrent asyncio tasks, each in its own context),
+# so what an exit must end and detach cannot live on the instance.
+_OPEN: ContextVar[tuple[tuple[object, Span, Token[Context]], ...]] = ContextVar(
+    "otel_a2a_open_decisions", default=()
+)
 
 
 class liveness_decision:
@@ -35,8 +44,6 @@ class liveness_decision:
         self.agent = agent
         self.assumed_state = assumed_state
         self.verdict: Verdict | None = None
-        self._span: Span | None = None
-        self._token: object | None = None
 
     def __enter__(self) -> liveness_decision:
         rt = runtime.current()
@@ -57,7 +64,6 @@ class liveness_decision:
             span = rt.tracer.start_span(
                 f"A2A {sc.OP_DECISION}", kind=SpanKind.INTERNAL, attributes=attributes
             )
-            self._span = span
             self.verdict = rt.decide(
                 span,
                 self.task_id,
@@ -65,7 +71,8 @@ class liveness_decision:
                 sc.OP_DECISION,
                 assumes_live=assumes_live(self.assumed_state),
             )
-            self._token = context.attach(trace.set_span_in_context(span))
+            token = context.attach(trace.set_span_in_context(span))
+            _OPEN.set((*_OPEN.get(), (self, span, token)))
         except Exception as exc:
             rt.error(exc)
             return self
@@ -81,14 +88,23 @@ class liveness_decision:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        span, token = self._span, self._token
-        self._span = self._token = None
-        if token is not None:
-            context.detach(token)  # type: ignore[arg-type]
-        if span is not None:
+        stack = _OPEN.get()
+        for i in range(len(stack) - 1, -1, -1):  # this instance's innermost entry
+            if stack[i][0] is self:
+                break
+        else:
+            return  # entered without instrumentation, or its start failed
+        _OPEN.set(stack[:i] + stack[i + 1 :])
+        _, span, token = stack[i]
+        context.detach(token)
+        try:
             if exc_type is not None:
                 span.set_status(Status(StatusCode.ERROR, exc_type.__qualname__))
-            span.end()
+            span.end()  # runs every span processor, the application's too
+        except Exception as err:
+            rt = runtime.current()
+            if rt is not None:
+                rt.error(err)
 
     async def __aenter__(self) -> liveness_decision:
         return self.__enter__()

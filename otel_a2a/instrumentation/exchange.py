@@ -51,6 +51,9 @@ _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 # Oversized bodies are searched for their state in growing prefixes, so that a 50 MB history
 # costs a small parse when the status comes first (it does in both official SDKs).
 _PREFIX_STEPS = (64 * 1024, 1024 * 1024)
+# Tasks one stream keeps alive (DESIGN §1: its frames refresh them). A stream is about one task;
+# a peer naming thousands on one stream must not make every frame cost thousands of updates.
+_MAX_STREAM_TASKS = 16
 
 
 _INFLATE_STEP = 64 * 1024
@@ -183,7 +186,7 @@ class Exchange:
         if "text/event-stream" in headers.get("content-type", ""):
             self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
             if self.a2a.task_id:
-                self._stream_tasks.add(self.a2a.task_id)
+                self._stream_tasks.add(self.a2a.task_id)  # the first of at most 16
         elif raw:  # the tee will show the bytes; otherwise httpx hands the whole body over
             self._buffer = bytearray()
 
@@ -274,7 +277,10 @@ class Exchange:
         finally:
             self._buffer = None
             self._sse = None
-            self.span.end()
+            try:
+                self.span.end()  # runs every span processor, the application's too
+            except Exception as exc:
+                self.rt.error(exc)
 
     # -- observations ----------------------------------------------------------------------
 
@@ -337,18 +343,24 @@ class Exchange:
         self.span.set_attributes(attrs)
 
     def _on_events(self, events: Iterable[StreamEvent]) -> None:
+        """The events of one chunk. Any frame (a ``: ping`` too) refreshes the stream's tasks:
+        they all share this chunk's clock reading, so each is refreshed once per chunk (those
+        reported in it already were), not once per frame."""
         now = time.monotonic()
-        detector = self.rt.detector
+        reported: set[str] = set()
+        framed = False
         for event in events:
+            framed = True
             reports = event.facts.reports
             if reports or event.facts.error is not None:
                 self._apply(event.facts, streamed=True, now=now)
-            # any frame (a ``: ping`` too) refreshes the stream's tasks; reported ones already are
-            for task_id in self._stream_tasks:
-                if not any(r.task_id == task_id for r in reports):
-                    detector.on_stream_frame(task_id, now)
+                reported.update(r.task_id for r in reports)
             if event.error and self.span.is_recording():
                 self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
+        if framed:
+            detector = self.rt.detector
+            for task_id in self._stream_tasks - reported:
+                detector.on_stream_frame(task_id, now)
 
     def _apply(self, facts: ResponseFacts, *, streamed: bool, now: float | None = None) -> None:
         rt, span = self.rt, self.span
@@ -373,7 +385,7 @@ class Exchange:
             self.agent, facts.reports, self.a2a.operation, now
         )
         for report in facts.reports:
-            if streamed:
+            if streamed and len(self._stream_tasks) < _MAX_STREAM_TASKS:
                 self._stream_tasks.add(report.task_id)
             if report.state is None:
                 continue

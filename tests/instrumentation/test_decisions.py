@@ -90,6 +90,34 @@ def test_a_decision_that_assumes_the_end_is_authorised_by_a_terminal_state(
     assert divergences(enforcing.span("wait")) == ["terminal_state"]
 
 
+def test_one_instance_entered_again_while_open(otel: Harness) -> None:
+    """Nested, and shared by concurrent asyncio tasks: every span ends, no context leaks."""
+    from opentelemetry import trace
+
+    guard = liveness_decision("t1")
+    with guard:
+        outer = trace.get_current_span()
+        with guard:
+            assert trace.get_current_span() is not outer
+        assert trace.get_current_span() is outer
+    assert not trace.get_current_span().is_recording()
+
+    async def worker(gate: asyncio.Event) -> bool:
+        async with guard:
+            await gate.wait()
+        return trace.get_current_span().is_recording()
+
+    async def main() -> list[bool]:
+        gate = asyncio.Event()
+        tasks = [asyncio.create_task(worker(gate)) for _ in range(2)]
+        await asyncio.sleep(0)  # both inside the block
+        gate.set()
+        return list(await asyncio.gather(*tasks))
+
+    assert asyncio.run(main()) == [False, False]
+    assert len(otel.spans("A2A liveness_decision")) == 4  # all ended
+
+
 def test_async_decorator(enforcing: Harness) -> None:
     @liveness_decision("t-missing", assumed_state="input-required")
     async def act() -> str:

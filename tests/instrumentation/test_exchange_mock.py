@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_a2a import liveness_decision
 from otel_a2a.protocol.jcs import canonicalize as jcs
-from tests.instrumentation.conftest import Clock, FakeAgent, Harness, divergences
+from tests.instrumentation.conftest import V1, Clock, FakeAgent, Harness, divergences
 
 
 def test_card_fetch_span_carries_card_attributes(otel: Harness) -> None:
@@ -203,6 +205,47 @@ def test_streamed_updates_and_abnormal_end(otel: Harness) -> None:
     assert otel.total("a2a.tasks.tracked", a2a__task__state__class="active") == 1
 
 
+def test_a_stream_keeps_at_most_16_tasks_alive(
+    otel: Harness, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer naming a new task on every frame must not make each frame cost one ledger update
+    per task seen so far (quadratic: 20,000 frames took minutes)."""
+    from otel_a2a.instrumentation import runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    touches: list[str] = []
+    real_touch = rt.detector.on_stream_frame
+
+    def counting(task_id: str, now: float) -> bool:
+        touches.append(task_id)
+        return real_touch(task_id, now)
+
+    monkeypatch.setattr(rt.detector, "on_stream_frame", counting)
+    n = 200
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(n):
+            yield (
+                b'data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t%d",'
+                b'"contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}\n\n' % i
+            )
+        clock.advance(5)
+        yield b": ping\n\n"
+
+    agent = FakeAgent(sse=chunks())  # type: ignore[arg-type]
+    with agent.client() as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "t0"}}
+        with client.stream("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}) as r:
+            r.read()
+    ledger = rt.detector.ledger
+    assert all(ledger.get(f"t{i}") is not None for i in range(n))  # every report observed
+    seen_at = {f"t{i}": getattr(ledger.get(f"t{i}"), "at", None) for i in range(n)}
+    refreshed = {task for task, at in seen_at.items() if at == clock.now}
+    assert refreshed == {f"t{i}" for i in range(16)}  # the ping keeps the first 16 alive
+    assert len(touches) <= 16 * (n + 1), len(touches)  # at most 16 per chunk
+
+
 def test_sampled_out_spans_still_detect() -> None:
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 
@@ -347,3 +390,35 @@ def test_extended_card_is_recorded_with_its_own_etag(otel: Harness) -> None:
         pass
     decision = dict(otel.span("A2A liveness_decision").attributes or {})
     assert decision["a2a.card.etag"] == agent.etag  # the well-known card's, still
+
+
+class _StrictProcessor(SpanProcessor):
+    """An application's span processor that rejects every span it sees end."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        raise KeyError("tenant")
+
+
+def test_an_application_processor_that_raises_never_reaches_the_application(
+    otel: Harness,
+) -> None:
+    otel.tracer_provider.add_span_processor(_StrictProcessor())
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    with agent.client() as client:
+        assert agent.rpc(client, "GetTask", {"id": "t1"}).json()["result"]["id"] == "t1"
+        with client.stream("POST", "/a2a", json=request, headers=V1) as r:
+            assert json.loads(b"".join(r.iter_bytes()))["result"]["id"] == "t1"
+        r = client.send(client.build_request("POST", "/a2a", json=request, headers=V1), stream=True)
+        r.close()  # unread
+    with (
+        httpx.Client(transport=httpx.MockTransport(down)) as client,
+        pytest.raises(httpx.ConnectError, match="connection refused"),
+    ):
+        client.post("http://agent.test/a2a", json=request, headers=V1)
+    assert len(otel.spans("A2A GetTask")) == 4  # ended all the same
+    assert otel.total("a2a.instrumentation.errors", error__type="KeyError") == 4

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import from_json
 
-from otel_a2a.protocol.jcs import CanonicalizationError, canonicalize, es6_number, jcs_sha256
+from otel_a2a.protocol.jcs import (
+    CanonicalizationError,
+    _plain,
+    _write,
+    canonicalize,
+    es6_number,
+    jcs_sha256,
+)
 
 
 def from_bits(bits: int) -> float:
@@ -162,3 +169,44 @@ def test_canonical_form_round_trips_and_is_a_fixed_point(value: object) -> None:
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_es6_numbers_round_trip(value: float) -> None:
     assert float(es6_number(value)) == value
+
+
+def _general(value: object) -> bytes:
+    out: list[str] = []
+    _write(value, out, 0)
+    return "".join(out).encode("utf-8")
+
+
+KEYS = st.text(alphabet=st.sampled_from('az\x00\n"\\\u00f6\u20ac\ufb33\U0001f600'), max_size=4)
+ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e-4, 9.999e-5, 1e16, 9.5e15, 2.0**53 - 0.5, 0.1, -1.5, 1e21, 5e-324])
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS | st.text(max_size=4), inner),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ANY_JSON)
+def test_the_fast_path_writes_what_the_general_one_does(value: object) -> None:
+    assert canonicalize(value) == _general(value)
+
+
+def test_a_card_takes_the_fast_path_and_odd_values_the_general_one() -> None:
+    card = {
+        "name": "worker",
+        "version": "1.0.0",
+        "capabilities": {"streaming": True, "extensions": [{"params": {"intervalSeconds": 30}}]},
+        "skills": [{"id": "s", "tags": ["a", "b"], "description": "caf\u00e9 \U0001f600"}],
+    }
+    assert _plain(card)
+    assert _plain({"heartbeat": 1.5, "ratio": -0.0001})  # spelled alike
+    assert not _plain({"heartbeat": 30.0})  # ECMAScript writes 30
+    assert not _plain({"x": 1e-05})  # ECMAScript writes 0.00001
+    assert not _plain({"n": [2**53 + 1]})  # beyond a double's integers
+    assert not _plain({"\U0001f600": 1})  # sorted by UTF-16 code units
+    assert not _plain([("tuple",)])
