@@ -67,18 +67,27 @@ OTHER = "_OTHER"
 
 
 class AgentLabels:
-    """Caps ``a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``."""
+    """Caps ``a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``.
+
+    Names that are only an address (an agent whose card this process never fetched, named by
+    its origin) may take half of the slots at most: any 50 hosts the application happens to
+    call must not leave the agents it knows by their cards reported as ``_OTHER``.
+    """
 
     def __init__(self, limit: int = MAX_AGENT_NAMES) -> None:
         self._limit = limit
         self._seen: set[str] = set()
+        self._addresses = 0
         self._lock = threading.Lock()
 
-    def __call__(self, name: str) -> str:
+    def __call__(self, name: str, *, address: bool = False) -> str:
         if name in self._seen:
             return name
         with self._lock:
-            if len(self._seen) < self._limit:
+            if len(self._seen) < self._limit and not (
+                address and self._addresses >= self._limit // 2
+            ):
                 self._seen.add(name)
+                self._addresses += address
                 return name
         return OTHER

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
@@ -57,11 +57,15 @@ def _path_prefix(path: str) -> str:
     return path.rstrip("/")
 
 
-def _has_prefix(path: str, prefix: str) -> bool:
-    """Segment-wise prefix: ``/a2a/w`` owns ``/a2a/w/tasks/1`` but not ``/a2a/w2``."""
-    if not prefix:
-        return True
-    return path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + ":")
+def _prefixes(path: str) -> Iterator[str]:
+    """The segment-wise prefixes of ``path``, longest first: ``/a2a/w`` owns ``/a2a/w``,
+    ``/a2a/w/tasks/1`` and ``/a2a/w:subscribe`` but not ``/a2a/w2``; ``""`` owns everything.
+    Looking these up costs the path's depth, however many agents share the origin."""
+    path = path.rstrip("/")
+    yield path
+    for i in range(len(path) - 1, -1, -1):
+        if path[i] in "/:":
+            yield path[:i]
 
 
 def _override_keys(url: str) -> list[str]:
@@ -119,8 +123,8 @@ class CardRegistry:
                 self._overrides[key.strip().lower()] = seconds
         self._lock = threading.Lock()
         self._agents: OrderedDict[str, _Agent] = OrderedDict()
-        # origin -> [(path prefix, agent)], longest prefix first
-        self._routes: dict[str, list[tuple[str, str]]] = {}
+        # origin -> {path prefix: agent}; read without the lock (single dict reads)
+        self._routes: dict[str, dict[str, str]] = {}
 
     # -- identity -------------------------------------------------------------------------------
 
@@ -141,8 +145,9 @@ class CardRegistry:
         req_origin, _hostport, path = split
         routes = self._routes.get(req_origin)
         if routes:
-            for prefix, agent in routes:  # sorted longest first
-                if _has_prefix(path, prefix):
+            for prefix in _prefixes(path):
+                agent = routes.get(prefix)
+                if agent is not None:
                     return agent
         return req_origin
 
@@ -181,12 +186,10 @@ class CardRegistry:
     def _drop_routes(self, agent: str, entry: _Agent) -> None:
         for route_origin, prefix in entry.prefixes:
             routes = self._routes.get(route_origin)
-            if routes is None:
-                continue
-            kept = [r for r in routes if r != (prefix, agent)]
-            if kept:
-                self._routes[route_origin] = kept
-            else:
+            if routes is None or routes.get(prefix) != agent:
+                continue  # another agent's card claimed it since
+            del routes[prefix]
+            if not routes:
                 del self._routes[route_origin]
         entry.prefixes = ()
 
@@ -201,11 +204,7 @@ class CardRegistry:
             if key not in owned:
                 owned.append(key)
         for route_origin, prefix in owned:
-            # Copy-on-write: agent_for_url reads routes without the lock.
-            routes = [r for r in self._routes.get(route_origin, ()) if r[0] != prefix]
-            routes.append((prefix, agent))
-            routes.sort(key=lambda r: len(r[0]), reverse=True)
-            self._routes[route_origin] = routes
+            self._routes.setdefault(route_origin, {})[prefix] = agent  # the latest card wins
         entry.prefixes = tuple(owned)
 
     # -- queries --------------------------------------------------------------------------------

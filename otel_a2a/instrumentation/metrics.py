@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
@@ -48,15 +48,9 @@ class A2AMetrics:
     holds a retired ledger.
     """
 
-    def __init__(
-        self,
-        detector: Detector,
-        agent_name: Callable[[str], str],
-        meter_provider: MeterProvider | None = None,
-    ) -> None:
+    def __init__(self, detector: Detector, meter_provider: MeterProvider | None = None) -> None:
         meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider)
         self.detector = detector
-        self._agent_name = agent_name
         self.labels = sc.AgentLabels()
         self.redundant = Tally()
         self.divergence = meter.create_counter(
@@ -102,7 +96,9 @@ class A2AMetrics:
         )
 
     def agent(self, agent: str) -> str:
-        return self.labels(self._agent_name(agent))
+        """The ``a2a.agent.name`` label of an agent key: its card's name, else the key."""
+        name = self.detector.registry.name(agent)
+        return self.labels(name) if name else self.labels(agent, address=True)
 
 
 _active: A2AMetrics | None = None

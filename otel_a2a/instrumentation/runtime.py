@@ -6,6 +6,7 @@ reported the same way: span event, log record and metric, at the instant it is f
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 
@@ -41,11 +42,15 @@ class Runtime:
         )
         self.tracer: Tracer = trace.get_tracer(sc.SCOPE, __version__, tracer_provider)
         self.events = get_logger(sc.SCOPE, __version__)
-        self.metrics = A2AMetrics(self.detector, self.agent_name, meter_provider)
+        self.metrics = A2AMetrics(self.detector, meter_provider)
         # "configure": set up the SDK at the first A2A operation if nothing else did
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.
         self.setup_pending: str | None = None
         self._agents_by_url: dict[str, str] = {}
+        # a new value at every card fetch (``next`` on a count is atomic): a lookup that began
+        # before one may hold the previous answer and must not stay memoised
+        self._card_fetches = itertools.count(1)
+        self._cards_seen = 0
 
     def agent_for_url(self, url: str, interface: str | None = None) -> str:
         """The agent a request URL belongs to, memoised by ``interface`` (the URL without its
@@ -55,18 +60,19 @@ class Runtime:
         key = interface or url
         agent = self._agents_by_url.get(key)
         if agent is None:
+            seen = self._cards_seen
             agent = self.detector.registry.agent_for_url(url)
-            if len(self._agents_by_url) >= _MAX_MEMO_URLS:
-                self._agents_by_url.clear()
-            self._agents_by_url[key] = agent
+            memo = self._agents_by_url
+            if len(memo) >= _MAX_MEMO_URLS:
+                memo.clear()
+            memo[key] = agent
+            if seen != self._cards_seen:  # a card arrived meanwhile: the answer may be stale
+                memo.pop(key, None)
         return agent
 
     def cards_changed(self) -> None:
+        self._cards_seen = next(self._card_fetches)  # first, then clear: see agent_for_url
         self._agents_by_url.clear()
-
-    def agent_name(self, agent: str) -> str:
-        """The card's name when known, else the agent key (its origin URL)."""
-        return self.detector.registry.name(agent) or agent
 
     def error(self, exc: BaseException | str) -> None:
         """Count an internal failure; the host never sees it."""

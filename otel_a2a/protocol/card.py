@@ -23,8 +23,8 @@ from otel_a2a.protocol.model import A2ARequest, Binding, CardInfo, Interface
 
 HEARTBEAT_EXTENSION_URI = "urn:otel-a2a:heartbeat:v1"
 _MAX_TEXT = 256
-_MAX_URL = 2048
-_MAX_INTERFACES = 64
+_MAX_URL = 512  # an interface URL longer than this is not recorded (nor routed)
+_MAX_INTERFACES = 16  # per card: a card is remembered per agent, up to 1000 agents
 
 
 # Enum member access is slow on Python 3.11 (~0.3 µs); the hot paths use these.
@@ -54,10 +54,13 @@ def card_from_document(
     max_age: float | None = None,
     body: bytes | None = None,
 ) -> CardInfo | None:
-    """A card from its parsed JSON: ``etag`` as given, else the JCS hash of ``doc``, else (no
-    canonical form) the hash of ``body``; None when there is nothing to take an etag from."""
+    """A card from its parsed JSON: ``etag`` as given (its sha256 when over 256 characters),
+    else the JCS hash of ``doc``, else (no canonical form) the hash of ``body``; None when there
+    is nothing to take an etag from."""
     if etag and etag.strip():
         source = "header"
+        if len(etag) > _MAX_TEXT:  # kept per agent and copied onto every task span: bounded
+            etag = "sha256:" + hashlib.sha256(etag.encode("utf-8", "replace")).hexdigest()
     else:
         etag, source = jcs_sha256(doc), "jcs"
         if etag is None:
@@ -113,6 +116,12 @@ def _text(obj: dict[str, Any], key: str, limit: int = _MAX_TEXT) -> str | None:
     return value[:limit] if isinstance(value, str) and value else None
 
 
+def _url(obj: dict[str, Any], key: str) -> str | None:
+    """A URL is kept whole or not at all: a cut one would route requests to the wrong agent."""
+    value = obj.get(key)
+    return value if isinstance(value, str) and value and len(value) <= _MAX_URL else None
+
+
 def _card_info(doc: dict[str, Any], etag: str, source: str, max_age: float | None) -> CardInfo:
     capabilities = get_dict(doc, "capabilities") or {}
     streaming = capabilities.get("streaming")
@@ -151,19 +160,19 @@ def _interfaces(doc: dict[str, Any]) -> tuple[Interface, ...]:
         for entry in supported[:_MAX_INTERFACES]:
             if isinstance(entry, dict):
                 add(
-                    _text(entry, "url", _MAX_URL),
+                    _url(entry, "url"),
                     _text(entry, "protocolBinding"),
                     _text(entry, "protocolVersion"),
                 )
     top_version = _text(doc, "protocolVersion")
-    url = _text(doc, "url", _MAX_URL)
+    url = _url(doc, "url")
     if url:
         add(url, _text(doc, "preferredTransport") or "JSONRPC", top_version)
     additional = doc.get("additionalInterfaces")
     if isinstance(additional, list):
         for entry in additional[:_MAX_INTERFACES]:
             if isinstance(entry, dict):
-                add(_text(entry, "url", _MAX_URL), _text(entry, "transport"), top_version)
+                add(_url(entry, "url"), _text(entry, "transport"), top_version)
     return tuple(found)
 
 

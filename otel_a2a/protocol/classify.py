@@ -127,12 +127,16 @@ _SEND_OPS = frozenset({_SEND_MESSAGE, _SEND_STREAMING_MESSAGE})
 _new = tuple.__new__
 
 
-@lru_cache(maxsize=256)
 def parse_version(value: str | None) -> str:
     """``A2A-Version`` as ``Major.Minor`` (patch dropped); absent or empty means ``0.3``."""
     if value is None:
         return "0.3"
-    value = value.strip()
+    # past 32 characters only the first 32 are kept: the cache key is bounded too
+    return _parse_version(value.strip()[:64])
+
+
+@lru_cache(maxsize=256)
+def _parse_version(value: str) -> str:
     if not value:
         return "0.3"
     parts = value.split(".")

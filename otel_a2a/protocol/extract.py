@@ -121,7 +121,7 @@ def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
 def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
     """A JSON-RPC error object or a ``google.rpc.Status`` (``{"error": {...}}``) error."""
     raw_code = err.get("code")
-    code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+    code = raw_code if type(raw_code) is int and -(2**63) <= raw_code < 2**63 else None
     reason = _error_info_reason(err.get("data")) or _error_info_reason(err.get("details"))
     if reason is None and code is not None:
         reason = ERROR_REASONS.get(code)

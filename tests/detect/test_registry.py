@@ -51,6 +51,28 @@ def test_interfaces_move_when_the_card_changes() -> None:
     assert reg.agent_for_url("http://gw/b/tasks") == "http://a"
 
 
+def test_many_agents_behind_one_origin() -> None:
+    """A gateway serving hundreds of agents: each request finds its own (longest prefix), and
+    a card claiming another agent's interface takes it without the first agent's later
+    eviction taking it back."""
+    reg = CardRegistry(max_agents=600)
+    for i in range(500):
+        reg.update(f"http://agent{i}", make_card(interfaces=(f"http://gw/agents/{i}",)))
+    reg.update("http://root", make_card(interfaces=("http://gw/agents",)))
+    assert reg.agent_for_url("http://gw/agents/7/tasks/1") == "http://agent7"
+    assert reg.agent_for_url("http://gw/agents/7:subscribe") == "http://agent7"
+    assert reg.agent_for_url("http://gw/agents/77") == "http://agent77"
+    assert reg.agent_for_url("http://gw/agents/500/tasks") == "http://root"
+    assert reg.agent_for_url("http://gw/agent") == "http://gw"
+    reg.update("http://thief", make_card(interfaces=("http://gw/agents/3",)))
+    assert reg.agent_for_url("http://gw/agents/3") == "http://thief"
+    small = CardRegistry(max_agents=2)
+    small.update("http://a", make_card(interfaces=("http://gw/x",)))
+    small.update("http://b", make_card(interfaces=("http://gw/x",)))  # claims it
+    small.update("http://c", make_card())  # evicts a, whose claim is gone already
+    assert small.agent_for_url("http://gw/x/tasks") == "http://b"
+
+
 def test_etag_change_is_reported_only_against_a_known_previous_etag() -> None:
     reg = CardRegistry()
     assert reg.update("http://a", make_card('"v1"')) is False

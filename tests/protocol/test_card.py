@@ -132,6 +132,29 @@ def test_v03_card_interfaces() -> None:
     assert card.streaming is None
 
 
+def test_what_a_card_keeps_is_bounded() -> None:
+    """A card is remembered per agent (up to 1000) and its etag copied onto every task span."""
+    long_etag = 'W/"' + "e" * 90_000 + '"'
+    doc = {
+        "name": "n" * 1000,
+        "supportedInterfaces": [
+            {"url": f"http://h/{i}", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            for i in range(100)
+        ]
+        + [{"url": "http://h/" + "x" * 600, "protocolBinding": "JSONRPC"}],
+    }
+    card = parse_card(200, {"etag": long_etag}, json.dumps(doc).encode())
+    assert card is not None
+    assert card.etag == "sha256:" + hashlib.sha256(long_etag.encode()).hexdigest()
+    assert card.etag_source == "header"
+    assert card.name == "n" * 256
+    assert len(card.interfaces) == 16
+    long_url = {**doc, "supportedInterfaces": doc["supportedInterfaces"][-1:]}
+    card = parse_card(200, {"etag": '"short"'}, json.dumps(long_url).encode())
+    assert card is not None and card.etag == '"short"'
+    assert card.interfaces == ()  # never cut: a cut URL would route to the wrong agent
+
+
 def ext(interval: object) -> dict[str, object]:
     return {"uri": "urn:otel-a2a:heartbeat:v1", "params": {"intervalSeconds": interval}}
 

@@ -331,6 +331,22 @@ def test_parse_version(raw: str | None, expected: str) -> None:
     assert parse_version(raw) == expected
 
 
+def test_parse_version_of_huge_headers_is_bounded_and_cached_bounded() -> None:
+    """The cache holds 256 versions: not 256 headers of a megabyte each."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(300):
+            assert parse_version(f"{i}." + "9" * 1_000_000) == (f"{i}." + "9" * 40)[:32]
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert retained < 1_000_000, retained  # 300 MB before the cache key was bounded
+    assert parse_version("  1.0  ") == "1.0"
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(["GET", "POST", "DELETE", "PUT", "get", "", "\x00"]),

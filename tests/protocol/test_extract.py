@@ -206,6 +206,14 @@ def test_jsonrpc_error_code_table(code: int, reason: str | None, not_found: bool
     assert facts.reports == ()
 
 
+@pytest.mark.parametrize("code", [2**63, -(2**63) - 1, 10**30, True, 1.5, "-32001"])
+def test_error_codes_outside_int64_are_dropped(code: object) -> None:
+    """An OTLP attribute is an int64: a larger code would make the exporter drop it noisily."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "x"}})
+    facts = extract_response(GET_V03, 200, body.encode())
+    assert facts.error == A2AError(None, None, False)
+
+
 def test_rest_status_errors() -> None:
     body = (
         b'{"error":{"code":404,"status":"NOT_FOUND","message":"Task not found","details":[{"@type'
