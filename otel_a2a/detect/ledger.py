@@ -334,12 +334,20 @@ class TaskLedger:
         stops past the point where every node is stale for the *largest* one (stale = tasks
         minus fresh). It walks from the end that was cheaper last time (the stale fraction
         changes slowly), so the cost is about min(stale, fresh) nodes; at worst one pass.
+        Heartbeats are looked up before the lock is taken: with many agents that is the
+        longer part, and requests wait for this lock.
         """
+        with self._lock:
+            agents = list(self._live_by_agent)
+        if not agents:
+            return {}
+        known = {agent: float(heartbeat_of(agent)) for agent in agents}
         with self._lock:
             live = self._live_by_agent
             if not live:
                 return {}
-            hb = {agent: float(heartbeat_of(agent)) for agent in live}
+            # agents that got their first live task meanwhile (few) are looked up now
+            hb = {agent: known.get(agent) or float(heartbeat_of(agent)) for agent in live}
             head = self._live
             seen = dict.fromkeys(hb, 0)
             if len(hb) == 1:  # one agent (the common case): no per-node dict work
