@@ -10,6 +10,7 @@ interpreter's start: every failure is logged at debug level and swallowed.
 from __future__ import annotations
 
 import os
+import sys
 
 from otel_a2a._env import FALSE, TRUE, warn_invalid
 
@@ -26,26 +27,35 @@ def _enabled() -> bool:
     return False
 
 
-def _under_opentelemetry_instrument() -> bool:
-    """``opentelemetry-instrument`` loads our entry point itself, after its configurator."""
-    return "auto_instrumentation" in os.environ.get("PYTHONPATH", "")
+def _left_to_opentelemetry_instrument() -> bool:
+    """``opentelemetry-instrument`` runs the program with its ``sitecustomize`` on
+    ``PYTHONPATH``, which loads our entry point after its configurator (unless ``-E`` makes
+    the interpreter ignore ``PYTHONPATH``). Its launcher, a Python process of its own that
+    only starts the program, is left alone too: one instrumented process, one warning."""
+    if os.path.basename(sys.argv[0] if sys.argv else "") == "opentelemetry-instrument":
+        return True
+    return "auto_instrumentation" in os.environ.get("PYTHONPATH", "") and not (
+        sys.flags.ignore_environment
+    )
 
 
 def run() -> None:
     global _done
-    if _done or not _enabled():
+    if _done or _left_to_opentelemetry_instrument() or not _enabled():
         return
     _done = True
-    if _under_opentelemetry_instrument():
-        return
     try:
         from otel_a2a.instrumentation import A2AInstrumentor
 
-        A2AInstrumentor().instrument(configure_sdk=True)
-    except Exception:
+        A2AInstrumentor().instrument(at_start=True)
+    except Exception as exc:
         import logging  # only now: the hook costs one environment lookup when unset
 
-        logging.getLogger("otel_a2a").debug("otel-a2a autoload failed", exc_info=True)
+        logging.getLogger("otel_a2a").warning(
+            "otel-a2a: OTEL_A2A_ENABLED is set but instrumentation could not start (%s: %s)",
+            type(exc).__name__,
+            exc,
+        )
 
 
 run()

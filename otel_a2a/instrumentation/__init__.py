@@ -37,6 +37,7 @@ fall back to the default.
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Collection
 from typing import Any
 
@@ -51,26 +52,54 @@ from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
 from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
-from otel_a2a.instrumentation.providers import attach_processor
+from otel_a2a.instrumentation.providers import attach_processor, shutdown_late
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.package import _instruments
 
 __all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
 
 
+_exit_registered = False
+
+
+def _shut_down_after_the_application() -> None:
+    """Register, now (at start-up), the shutdown of providers configured later: ``atexit`` runs
+    what was registered first last, after the application's own exit handlers."""
+    global _exit_registered
+    if not _exit_registered:
+        _exit_registered = True
+        atexit.register(shutdown_late)
+
+
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
+
+    _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
+    def instrument(self, **kwargs: Any) -> None:
+        """As ``BaseInstrumentor.instrument``; an explicit call naming providers replaces the
+        instrumentation ``OTEL_A2A_ENABLED`` made at start-up instead of being ignored."""
+        named = kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider")
+        if named and self._implicit and self.is_instrumented_by_opentelemetry:
+            self.uninstrument()
+        super().instrument(**kwargs)
+
     def _instrument(self, **kwargs: Any) -> None:
+        settings = load_settings()
         tracer_provider = kwargs.get("tracer_provider")
-        rt = Runtime(load_settings(), tracer_provider, kwargs.get("meter_provider"))
-        provider = tracer_provider or trace.get_tracer_provider()
-        if kwargs.get("configure_sdk"):
+        meter_provider = kwargs.get("meter_provider")
+        rt = Runtime(settings, tracer_provider, meter_provider)
+        type(self)._implicit = bool(kwargs.get("at_start"))
+        if settings.enabled and tracer_provider is None and meter_provider is None:
+            # OTEL_A2A_ENABLED (the start-up hook, opentelemetry-instrument's entry point, or
+            # code): providers from OTEL_* at the first A2A operation, unless the application
+            # has installed its own by then
+            _shut_down_after_the_application()
             rt.setup_pending = "configure"
-        elif not attach_processor(provider):
+        elif not attach_processor(tracer_provider or trace.get_tracer_provider()):
             rt.setup_pending = "attach"
         runtime.install(rt)
         wrap_function_wrapper(httpx.Client, "send", send)

@@ -8,6 +8,7 @@ instrumented first. The response stream is replaced by a tee that shows each chu
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from otel_a2a.instrumentation.exchange import Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import classify_request
 
+_log = logging.getLogger("otel_a2a")
 _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
 # DESIGN §3: of a response, only these are ever read (and only ETag/Cache-Control recorded)
 _RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
@@ -44,14 +46,26 @@ def _request_body(request: httpx.Request) -> bytes | None:
 
 
 def _late_setup(rt: runtime.Runtime) -> None:
-    mode, rt.setup_pending = rt.setup_pending, None
-    try:
-        if mode == "configure":
-            configure_from_environment()
-        elif not attach_processor(trace.get_tracer_provider()):
-            rt.setup_pending = "attach"
-    except Exception as exc:
-        rt.error(exc)
+    """The set-up left for the first A2A operation. Concurrent first operations wait for it:
+    one that went ahead would be recorded by the providers that are about to be replaced."""
+    with rt.setup_lock:
+        mode = rt.setup_pending
+        if mode is None:
+            return
+        try:
+            if mode == "configure":
+                # until a provider exists (the application may set one later), keep trying
+                rt.setup_pending = None if configure_from_environment() else "attach"
+            elif attach_processor(trace.get_tracer_provider()):
+                rt.setup_pending = None
+        except Exception as exc:
+            rt.setup_pending = None  # reported once, not retried on every request
+            rt.error(exc)
+            _log.warning(
+                "otel-a2a: could not set up OpenTelemetry (%s: %s); A2A telemetry is not exported",
+                type(exc).__name__,
+                exc,
+            )
 
 
 def begin(request: httpx.Request) -> Exchange | None:
@@ -59,8 +73,6 @@ def begin(request: httpx.Request) -> Exchange | None:
     rt = runtime.current()
     if rt is None or not is_instrumentation_enabled():
         return None
-    if rt.setup_pending is not None:
-        _late_setup(rt)
     try:
         url = request.url
         a2a = classify_request(
@@ -71,6 +83,8 @@ def begin(request: httpx.Request) -> Exchange | None:
         )
         if a2a is None:
             return None
+        if rt.setup_pending is not None:  # only A2A traffic decides about providers
+            _late_setup(rt)
         # netloc carries no credentials; query and fragment are dropped (never recorded)
         origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
         exchange = Exchange(rt, a2a, origin + url.path, origin + a2a.base_url_path)

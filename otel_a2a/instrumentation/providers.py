@@ -9,16 +9,28 @@ in use.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import threading
+from collections.abc import Callable
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry._logs import get_logger_provider
 
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 
 _log = logging.getLogger("otel_a2a")
 _lock = threading.Lock()
 _MARK = "_otel_a2a_processor"
+# what ``opentelemetry-distro`` sets before ``opentelemetry-instrument`` configures the SDK
+_DISTRO_DEFAULTS = {
+    "OTEL_TRACES_EXPORTER": "otlp",
+    "OTEL_METRICS_EXPORTER": "otlp",
+    "OTEL_LOGS_EXPORTER": "otlp",
+    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+}
+_late_shutdowns: list[Callable[..., object]] = []
 
 
 def attach_processor(provider: object) -> bool:
@@ -34,15 +46,48 @@ def attach_processor(provider: object) -> bool:
     return True
 
 
-def configure_from_environment() -> None:
-    """Configure the SDK from ``OTEL_*`` if nothing did, then attach the processor."""
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider):
-        with _lock:
-            if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-                from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+def _app_set_providers() -> bool:
+    """Whether the application installed a tracer or a meter provider of its own (either one:
+    an application that chose its metrics set-up did not ask for ours). The API exposes no
+    public type for the proxy meter provider, hence the name test."""
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return True
+    return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
 
-                _OTelSDKConfigurator().configure()  # type: ignore[no-untyped-call]
-                _log.debug("otel-a2a configured the OpenTelemetry SDK from OTEL_* variables")
-        provider = trace.get_tracer_provider()
-    attach_processor(provider)
+
+def configure_from_environment() -> bool:
+    """Configure the SDK from ``OTEL_*`` as ``opentelemetry-instrument`` would (with the
+    ``opentelemetry-distro`` defaults: OTLP for every signal) if the application installed no
+    providers, then attach the processor. False while there is no SDK tracer provider yet."""
+    with _lock:
+        if not _app_set_providers():
+            for name, value in _DISTRO_DEFAULTS.items():
+                os.environ.setdefault(name, value)
+            from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+            _OTelSDKConfigurator().configure()  # type: ignore[no-untyped-call]
+            _shut_down_last()
+            _log.debug("otel-a2a configured the OpenTelemetry SDK from OTEL_* variables")
+    return attach_processor(trace.get_tracer_provider())
+
+
+def _shut_down_last() -> None:
+    """The providers just made registered their ``atexit`` shutdown now, after the
+    application's own exit handlers, which would therefore run after the shutdown and lose
+    their telemetry (an exit-time ``CancelTask``). They are shut down by :func:`shutdown_late`
+    instead, registered at interpreter start: ``atexit`` runs last what was registered first."""
+    made = (trace.get_tracer_provider(), metrics.get_meter_provider(), get_logger_provider())
+    for provider in made:
+        shutdown = getattr(provider, "shutdown", None)
+        if callable(shutdown):
+            atexit.unregister(shutdown)
+            _late_shutdowns.append(shutdown)
+
+
+def shutdown_late() -> None:
+    """Shut down the providers otel-a2a configured (registered with ``atexit`` at start-up)."""
+    while _late_shutdowns:
+        try:
+            _late_shutdowns.pop(0)()
+        except Exception:  # at exit, like the SDK's own handlers: never a traceback
+            _log.debug("otel-a2a: provider shutdown failed", exc_info=True)

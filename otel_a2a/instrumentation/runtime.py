@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 
 from opentelemetry import trace
@@ -46,6 +47,7 @@ class Runtime:
         # "configure": set up the SDK at the first A2A operation if nothing else did
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.
         self.setup_pending: str | None = None
+        self.setup_lock = threading.Lock()
         self._agents_by_url: dict[str, str] = {}
         # a new value at every card fetch (``next`` on a count is atomic): a lookup that began
         # before one may hold the previous answer and must not stay memoised
