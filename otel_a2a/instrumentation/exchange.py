@@ -19,6 +19,7 @@ from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
     A2ARequest,
+    Binding,
     CardInfo,
     Operation,
     ResponseFacts,
@@ -33,6 +34,7 @@ from otel_a2a.protocol import (
 )
 
 # Hot path: members read once; sets and dicts keyed by value (hashing a member runs Python).
+_JSONRPC = Binding.JSONRPC
 _GET_TASK = Operation.GET_TASK
 _GET_AGENT_CARD = Operation.GET_AGENT_CARD
 _GET_EXTENDED_AGENT_CARD = Operation.GET_EXTENDED_AGENT_CARD
@@ -47,6 +49,7 @@ _DECISION_OPS = frozenset(
         Operation.CREATE_PUSH_CONFIG,
     )
 )
+_STREAM_OPS = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSCRIBE_TO_TASK.value})
 _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 # Oversized bodies are searched for their state in growing prefixes, so that a 50 MB history
 # costs a small parse when the status comes first (it does in both official SDKs).
@@ -183,7 +186,10 @@ class Exchange:
                 self._overflow = True  # observe nothing rather than guess
                 return
             self._decoder = _Inflater(encoding)
-        if "text/event-stream" in headers.get("content-type", ""):
+        # read as the SDK clients do: a stream only where the operation streams, whatever the
+        # content type claims (a JSON Task labelled text/event-stream is still a Task)
+        streams = self.a2a.operation._value_ in _STREAM_OPS
+        if streams and "text/event-stream" in headers.get("content-type", ""):
             self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
             if self.a2a.task_id:
                 self._stream_tasks.add(self.a2a.task_id)  # the first of at most 16
@@ -369,11 +375,11 @@ class Exchange:
         recording = span.is_recording()
         if facts.error is not None:
             if recording:
-                span.set_status(
-                    Status(StatusCode.ERROR, facts.error.reason or str(facts.error.code))
-                )
-                if facts.error.code is not None:
-                    span.set_attribute(sc.JSONRPC_ERROR_CODE, facts.error.code)
+                code = facts.error.code
+                text = str(code) if code is not None else f"HTTP {self.status}"
+                span.set_status(Status(StatusCode.ERROR, facts.error.reason or text))
+                if code is not None and self.a2a.binding is _JSONRPC:
+                    span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
             task_id = self.a2a.task_id
             if facts.error.task_not_found and task_id:
                 verdict = rt.detector.on_task_not_found(task_id, now)

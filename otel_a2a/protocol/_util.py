@@ -13,12 +13,22 @@ PREFIX_PARSE = 64 * 1024
 MAX_ID_LEN = 1024  # longer "ids" are not ids; keeps the ledger's memory bounded
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def strip_bom(data: bytes | bytearray) -> bytes | bytearray:
+    """Without a leading UTF-8 byte order mark, which httpx's ``json()`` skips too."""
+    return data[3:] if data[:3] == _BOM else data
+
+
 def parse_json(data: bytes | bytearray | str) -> Any:
     """Parse JSON, or return None when it is not JSON.
 
     ``pydantic_core.from_json`` is about twice as fast as ``json.loads`` and has a nesting
     limit, so hostile nesting raises ``ValueError`` instead of exhausting the stack.
     """
+    if not isinstance(data, str):
+        data = strip_bom(data)
     try:
         return from_json(data)
     except (ValueError, RecursionError, TypeError, MemoryError):
@@ -31,7 +41,7 @@ def parse_json_prefix(data: bytes) -> Any:
     Incomplete trailing strings are dropped, so a cut id is never returned.
     """
     try:
-        return from_json(data[:PREFIX_PARSE], allow_partial=True)
+        return from_json(strip_bom(data[:PREFIX_PARSE]), allow_partial=True)
     except (ValueError, RecursionError, TypeError, MemoryError):
         return None
 
@@ -115,17 +125,19 @@ _REQUEST = SchemaValidator(
 
 def parse_response(data: bytes) -> Any:
     """Parse a response body or stream payload, keeping only what extraction reads."""
+    unmarked = strip_bom(data)
     try:
-        return _RESPONSE.validate_json(data)
+        return _RESPONSE.validate_json(unmarked)
     except ValueError:
-        return parse_json(data)
+        return parse_json(unmarked)
 
 
 def parse_request(data: bytes) -> Any:
     """Parse a request body, keeping only the method and the task/context ids."""
     if len(data) > MAX_FULL_PARSE:
         return parse_json_prefix(data)
+    unmarked = strip_bom(data)
     try:
-        return _REQUEST.validate_json(data)
+        return _REQUEST.validate_json(unmarked)
     except ValueError:
-        return parse_json(data)
+        return parse_json(unmarked)

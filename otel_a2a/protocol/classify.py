@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 
-from otel_a2a.protocol._util import get_dict, get_str, header, parse_request
+from otel_a2a.protocol._util import MAX_FULL_PARSE, get_dict, get_str, header, parse_request
 from otel_a2a.protocol.model import A2ARequest, Binding, Operation
 
 Op = Operation
@@ -277,7 +277,7 @@ def _classify_grpc(method: str, path: str, headers: Mapping[str, str]) -> A2AReq
 
 def _mentions_jsonrpc(body: bytes) -> bool:
     """Whether the ``"jsonrpc"`` key is near either end of the body: a top-level key is, in
-    every serialisation (both SDKs write it first; it ends up last only after ``params``).
+    every serialisation (@a2a-js/sdk writes it first, a2a-sdk last, after ``params``).
     Bounded, so a large non-A2A POST (an LLM prompt) costs two 4 KB searches, not a scan."""
     if body.find(_JSONRPC_KEY, 0, _SNIFF) >= 0:
         return True
@@ -288,7 +288,9 @@ def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2A
     if not _mentions_jsonrpc(body):  # most non-A2A POSTs stop here
         return None
     doc = parse_request(body)
-    if not isinstance(doc, dict) or "jsonrpc" not in doc:
+    # a large body is parsed from its prefix, which misses a "jsonrpc" written last: the
+    # search above found it near an end, which is as good
+    if not isinstance(doc, dict) or ("jsonrpc" not in doc and len(body) <= MAX_FULL_PARSE):
         return None
     rpc_method = doc.get("method")
     if not isinstance(rpc_method, str):

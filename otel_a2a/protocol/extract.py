@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from otel_a2a.protocol._util import MAX_ID_LEN, parse_response
+from otel_a2a.protocol._util import MAX_ID_LEN, parse_response, strip_bom
 from otel_a2a.protocol.model import (
     A2AError,
     A2ARequest,
@@ -30,6 +30,7 @@ from otel_a2a.protocol.model import (
 from otel_a2a.protocol.states import StateReading, read_state
 
 UNRECOGNIZED = ResponseFacts(recognized=False)
+_JSONRPC = Binding.JSONRPC
 _EMPTY = ResponseFacts()
 _MESSAGE_ONLY = ResponseFacts(message_only=True)
 
@@ -75,7 +76,7 @@ def extract_prefix(request: A2ARequest, status: int, prefix: bytes | bytearray) 
     nothing is ever guessed), including complete spellings otel-a2a does not know.
     """
     try:
-        doc = from_json(prefix, allow_partial=True)
+        doc = from_json(strip_bom(prefix), allow_partial=True)
         facts = _facts(request, doc, status)
     except Exception:
         return UNRECOGNIZED
@@ -94,8 +95,8 @@ def extract_stream_payload(request: A2ARequest, obj: object) -> ResponseFacts:
 def _extract(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
     doc = parse_response(body) if body else None
     facts = _facts(request, doc, status) if isinstance(doc, dict) else UNRECOGNIZED
-    if status >= 400 and facts.error is None:
-        return ResponseFacts(error=A2AError(status, None, False), recognized=False)
+    if status >= 400 and facts.error is None:  # the status says it all (and is on the span)
+        return ResponseFacts(error=A2AError(None, None, False), recognized=False)
     return facts
 
 
@@ -105,7 +106,9 @@ def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
     err = doc.get("error")
     if isinstance(err, dict):
         return ResponseFacts(error=_error(request, err, status))
-    if "result" in doc and ("jsonrpc" in doc or "id" in doc):
+    # a JSON-RPC call's reply is an envelope whatever its key order: a2a-sdk writes "result"
+    # first, so "id" and "jsonrpc" are missing from the prefix of a large one
+    if "result" in doc and ("jsonrpc" in doc or "id" in doc or request.binding is _JSONRPC):
         return _payload(request, doc["result"])
     code = doc.get("code")
     if (
@@ -137,8 +140,6 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
     ):
         not_found = True
         reason = _TASK_NOT_FOUND
-    if code is None and status >= 400:
-        code = status
     return A2AError(code, reason, not_found)
 
 

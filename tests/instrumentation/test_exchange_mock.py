@@ -422,3 +422,39 @@ def test_an_application_processor_that_raises_never_reaches_the_application(
         client.post("http://agent.test/a2a", json=request, headers=V1)
     assert len(otel.spans("A2A GetTask")) == 4  # ended all the same
     assert otel.total("a2a.instrumentation.errors", error__type="KeyError") == 4
+
+
+def test_jsonrpc_error_code_only_from_a_jsonrpc_error(otel: Harness) -> None:
+    agent = FakeAgent()
+    with agent.client() as client:
+        agent.rpc(client, "GetTask", {"id": "missing"})  # -32001 TaskNotFound
+    html = httpx.MockTransport(lambda r: httpx.Response(500, text="<html>oops</html>"))
+    with httpx.Client(transport=html, base_url="http://agent.test") as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+        assert client.post("/a2a", json=body, headers=V1).status_code == 500
+    found, failed = otel.spans("A2A GetTask")
+    assert found.attributes is not None and failed.attributes is not None
+    assert found.attributes["rpc.jsonrpc.error_code"] == -32001
+    assert "rpc.jsonrpc.error_code" not in failed.attributes  # not the HTTP status
+    assert failed.attributes["http.response.status_code"] == 500
+    assert failed.status.description == "HTTP 500"
+
+
+def test_the_operation_decides_how_a_body_is_read_not_its_content_type(otel: Harness) -> None:
+    """A JSON Task labelled ``text/event-stream`` on ``GetTask`` is a Task (the SDK client reads
+    it as one); an SSE body there is nothing the client accepts, so nothing is observed."""
+    task = {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}
+    json_body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": task}).encode()
+    sse_body = b"data: " + json_body + b"\n\n"
+    sse_type = {"Content-Type": "text/event-stream"}
+    for body in (json_body, sse_body):
+        transport = httpx.MockTransport(
+            lambda r, b=body: httpx.Response(200, headers=sse_type, content=b)
+        )
+        with httpx.Client(transport=transport, base_url="http://agent.test") as client:
+            request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+            client.post("/a2a", json=request, headers=V1)
+    as_json, as_sse = otel.spans("A2A GetTask")
+    assert dict(as_json.attributes or {})["a2a.task.state"] == "working"
+    assert "a2a.task.state" not in dict(as_sse.attributes or {})
+    assert [e.name for e in (*as_json.events, *as_sse.events)] == []

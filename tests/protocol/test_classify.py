@@ -420,3 +420,13 @@ def test_follow_up_with_proto_field_names_is_recognised(binding: str) -> None:
         headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
         found = classify_request("POST", "/a2a/message:send", headers, body)
     assert found is not None and (found.task_id, found.context_id) == ("t7", "c7")
+
+
+def test_a_large_jsonrpc_call_with_jsonrpc_written_last() -> None:
+    """a2a-sdk writes "jsonrpc" after "params": past 1 MiB only a prefix is parsed."""
+    message = {"messageId": "m", "taskId": "t9", "role": "ROLE_USER"}
+    message["parts"] = [{"text": "x" * 1_100_000}]  # type: ignore[list-item]
+    doc = {"method": "SendMessage", "params": {"message": message}, "id": 1, "jsonrpc": "2.0"}
+    found = classify_request("POST", "/a2a", {"A2A-Version": "1.0"}, json.dumps(doc).encode())
+    assert found is not None
+    assert (found.operation, found.task_id) == (Op.SEND_MESSAGE, "t9")

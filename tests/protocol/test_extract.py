@@ -237,9 +237,11 @@ def test_rest_status_errors() -> None:
 
 
 def test_http_error_without_a2a_body() -> None:
+    """No error code is made up from the HTTP status (the span has the status already)."""
     facts = extract_response(REST_GET, 404, b"<html>Not Found</html>")
-    assert facts == ResponseFacts(error=A2AError(404, None, False), recognized=False)
-    assert extract_response(REST_GET, 502, b"").error == A2AError(502, None, False)
+    assert facts == ResponseFacts(error=A2AError(None, None, False), recognized=False)
+    assert extract_response(REST_GET, 502, b"").error == A2AError(None, None, False)
+    assert extract_response(GET_V03, 500, b"<html>oops</html>").error == A2AError(None, None, False)
 
 
 @pytest.mark.parametrize(
@@ -376,3 +378,25 @@ def test_prefix_of_a_message_reply_says_message_only() -> None:
     message = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "y" * 5000}]}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"message": message}}).encode()
     assert extract_prefix(SEND_V1, 200, body[:2000]).message_only
+
+
+def test_a_large_reply_with_result_first_is_read_from_its_prefix() -> None:
+    """a2a-sdk writes ``{"result": …, "id": …, "jsonrpc": …}``: the prefix of a large reply
+    holds neither "id" nor "jsonrpc", and is still a JSON-RPC reply to a JSON-RPC call."""
+    history = [{"messageId": f"m{i}", "parts": [{"text": "x" * 500}]} for i in range(200)]
+    task = {"id": TID, "contextId": CID, "status": {"state": "TASK_STATE_WORKING"}}
+    body = json.dumps({"result": {**task, "history": history}, "id": 1, "jsonrpc": "2.0"})
+    facts = extract_prefix(GET_V1, 200, body.encode()[:4096])
+    assert [r.state.state for r in facts.reports if r.state] == [S.WORKING]
+    rest = A2ARequest(Op.GET_TASK, Binding.HTTP_JSON, "1.0", None, TID)  # no envelope there
+    assert extract_prefix(rest, 200, body.encode()[:4096]).reports == ()
+
+
+def test_a_byte_order_mark_is_skipped_as_httpx_does() -> None:
+    body = (
+        b"\xef\xbb\xbf"
+        + json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "result": {"id": TID, "status": {"state": "working"}}}
+        ).encode()
+    )
+    assert [r.task_id for r in extract_response(GET_V03, 200, body).reports] == [TID]
