@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from otel_a2a.protocol.card import valid_seconds
+from otel_a2a.protocol.classify import CARD_SUFFIXES
 from otel_a2a.protocol.model import CardInfo
 
 DEFAULT_HEARTBEAT = 30.0
@@ -130,8 +131,18 @@ class CardRegistry:
 
     @staticmethod
     def agent_key(card_url: str) -> str:
-        """The agent key of a card fetched from ``card_url``: its origin."""
-        return origin(card_url)
+        """The agent key of a card fetched from ``card_url``: its origin, plus the base path
+        before the well-known card path when there is one (``http://gw/agents/a`` for
+        ``http://gw/agents/a/.well-known/agent-card.json``): a gateway serving several agents
+        on one origin serves several cards, and each is its own agent with its own etag."""
+        split = _split(card_url)
+        if split is None:
+            return origin(card_url)
+        card_origin, _hostport, path = split
+        for suffix in CARD_SUFFIXES:
+            if path.endswith(suffix):
+                return card_origin + path[: -len(suffix)].rstrip("/")
+        return card_origin
 
     def agent_for_url(self, url: str) -> str:
         """The agent a request URL belongs to (DESIGN §1, agent identity).
@@ -196,6 +207,9 @@ class CardRegistry:
     def _set_routes(self, agent: str, entry: _Agent, card: CardInfo) -> None:
         self._drop_routes(agent, entry)
         owned: list[tuple[str, str]] = []
+        split = _split(agent)
+        if split is not None and split[2]:  # served under a base path: what is under it is ours
+            owned.append((split[0], _path_prefix(split[2])))
         for iface in card.interfaces:
             split = _split(iface.url) if isinstance(iface.url, str) else None
             if split is None:

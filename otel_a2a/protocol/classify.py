@@ -97,7 +97,8 @@ GRPC_METHODS_V03: dict[str, Operation] = {
 _GRPC_V1 = "/lf.a2a.v1.A2AService/"
 _GRPC_V03 = "/a2a.v1.A2AService/"
 
-_CARD_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+# well-known card paths (the second is v0.2's), after the agent's base path
+CARD_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 _LEGACY_EXTENDED_CARD = "/agent/authenticatedExtendedCard"  # a2a-sdk 0.3.x, GET
 _PATH_HINTS = re.compile("tasks|message:|xtendedAgentCard|ExtendedCard|/card|well-known|A2AService")
 _PUSH = "pushNotificationConfigs"
@@ -178,7 +179,7 @@ def _classify_path(
     method: str, path: str, headers: Mapping[str, str], body: bytes | None
 ) -> A2ARequest | None:
     if method == "GET":
-        for suffix in _CARD_SUFFIXES:
+        for suffix in CARD_SUFFIXES:
             if path.endswith(suffix):
                 return A2ARequest(
                     _GET_AGENT_CARD, _B_HTTP_JSON, None, base_url_path=path[: -len(suffix)]

@@ -181,3 +181,19 @@ def test_threads_smoke() -> None:
     for t in threads:
         t.join()
     assert not errors and len(reg) <= 5
+
+
+def test_two_agents_on_one_origin_are_two_agents() -> None:
+    """A gateway serving agents under base paths: each card is its own agent and etag."""
+    reg = CardRegistry()
+    key_a = CardRegistry.agent_key("http://gw/agents/a/.well-known/agent-card.json")
+    key_b = CardRegistry.agent_key("http://gw/agents/b/.well-known/agent.json")
+    assert (key_a, key_b) == ("http://gw/agents/a", "http://gw/agents/b")
+    assert CardRegistry.agent_key("http://gw:80/.well-known/agent-card.json") == "http://gw"
+    assert reg.update(key_a, make_card('"a1"')) is False
+    assert reg.update(key_b, make_card('"b1"')) is False  # not a change of a's card
+    assert reg.update(key_a, make_card('"a1"')) is False
+    # what is under a card's base path belongs to its agent, declared interfaces or not
+    assert reg.agent_for_url("http://gw/agents/a/tasks/1") == key_a
+    assert reg.agent_for_url("http://gw/agents/b:subscribe") == key_b
+    assert reg.agent_for_url("http://gw/agents/c/tasks/1") == "http://gw"

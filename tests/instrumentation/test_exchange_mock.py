@@ -458,3 +458,27 @@ def test_the_operation_decides_how_a_body_is_read_not_its_content_type(otel: Har
     assert dict(as_json.attributes or {})["a2a.task.state"] == "working"
     assert "a2a.task.state" not in dict(as_sse.attributes or {})
     assert [e.name for e in (*as_json.events, *as_sse.events)] == []
+
+
+def test_agents_sharing_an_origin_keep_their_own_etags(otel: Harness) -> None:
+    def gateway(request: httpx.Request) -> httpx.Response:
+        name = request.url.path.split("/")[2]  # /agents/{name}/...
+        if request.url.path.endswith("agent-card.json"):
+            card = {"name": name, "supportedInterfaces": [], "capabilities": {}}
+            return httpx.Response(200, json=card, headers={"ETag": f'"{name}-1"'})
+        task = {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": task})
+
+    transport = httpx.MockTransport(gateway)
+    with httpx.Client(transport=transport, base_url="http://gw.test") as client:
+        client.get("/agents/a/.well-known/agent-card.json")
+        client.get("/agents/b/.well-known/agent-card.json")
+        client.get("/agents/a/.well-known/agent-card.json")
+        request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+        client.post("/agents/a/rpc", json=request, headers=V1)
+    cards = otel.spans("A2A GetAgentCard")
+    assert [dict(s.attributes or {})["a2a.card.etag.changed"] for s in cards] == [False] * 3
+    attrs = dict(otel.span("A2A GetTask").attributes or {})
+    assert (attrs["a2a.agent.url"], attrs["a2a.agent.name"]) == ("http://gw.test/agents/a", "a")
+    assert attrs["a2a.card.etag"] == '"a-1"'
+    assert otel.total("a2a.card.etag.changes") == 0
