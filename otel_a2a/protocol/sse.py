@@ -10,8 +10,10 @@ Events produced:
 - every comment line (``: ping``) → ``StreamEvent(comment=True)``: it proves the stream is live;
 - every data frame → its facts (JSON-RPC envelope or bare StreamResponse, v1.0 or v0.3
   ``kind``); ``event: error`` frames set ``error=True``;
-- a frame larger than ``max_frame_bytes`` (sum of its line lengths) is discarded as it arrives
-  and reported once, at its end, as ``recognized=False``;
+- a frame larger than ``max_frame_bytes`` (sum of its line lengths) keeps its first
+  ``max_frame_bytes`` of data, the rest is discarded as it arrives, and at its end the kept
+  prefix is read like the prefix of a large body (a snapshot's status comes before its
+  history); nothing kept, or nothing found in it, is ``recognized=False``;
 - bytes left without a terminating blank line at ``close()`` are, per the SSE rules, not
   dispatched; they are reported as one ``recognized=False`` event (bytes did arrive).
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import re
 
 from otel_a2a.protocol._util import parse_response
-from otel_a2a.protocol.extract import UNRECOGNIZED, extract_stream_payload
+from otel_a2a.protocol.extract import UNRECOGNIZED, extract_prefix, extract_stream_payload
 from otel_a2a.protocol.model import A2ARequest, StreamEvent
 
 _EOL = re.compile(rb"\r\n|\r|\n")
@@ -107,20 +109,25 @@ class SSEParser:
         rest = chunk[start:]
         if rest:
             if not self._dropping and self._size + self._pending_len + len(rest) > self._max:
-                self._drop()
+                self._keep_prefix(bytes(self._pending) + rest)
             if not self._dropping:
                 self._pending += rest
             self._pending_len += len(rest)
 
-    def _drop(self) -> None:
+    def _keep_prefix(self, line: bytes) -> None:
+        """The frame outgrew the bound: keep the start of ``line`` if it is a data line (as
+        much as fits), and nothing more of this frame."""
+        field, _, value = line.partition(b":")
+        if field == b"data":
+            room = self._max - sum(len(d) for d in self._data)
+            self._data.append((value[1:] if value[:1] == b" " else value)[: max(room, 0)])
         self._dropping = True
-        self._data = []
         self._pending.clear()
 
     def _end_line(self, line: bytes, length: int, events: list[StreamEvent]) -> None:
         if length == 0:
             if self._dropping:
-                events.append(_UNRECOGNIZED)
+                events.append(self._dispatch_prefix())
             elif self._data:
                 events.append(self._dispatch())
             self._reset_frame()
@@ -129,7 +136,7 @@ class SSEParser:
         if self._dropping:
             return
         if self._size > self._max:
-            self._drop()
+            self._keep_prefix(line)
             return
         if line[:1] == b":":
             events.append(_COMMENT)
@@ -141,6 +148,14 @@ class SSEParser:
             self._data.append(value)
         elif field == b"event":
             self._event = value
+
+    def _dispatch_prefix(self) -> StreamEvent:
+        if not self._data:
+            return _UNRECOGNIZED
+        facts = extract_prefix(self._request, 200, b"\n".join(self._data))
+        if not (facts.reports or facts.error is not None or facts.message_only):
+            facts = UNRECOGNIZED
+        return StreamEvent(facts=facts, error=self._event == b"error")
 
     def _dispatch(self) -> StreamEvent:
         payload = b"\n".join(self._data)

@@ -187,8 +187,24 @@ def test_oversized_frame_is_not_held() -> None:
     parser = SSEParser(STREAM_REST, 100)
     for _ in range(1000):
         parser.feed(b"data: " + b"x" * 1000)
-    assert len(parser._pending) == 0 and parser._data == []
-    assert parser.feed(b"\n\n") == [StreamEvent(UNRECOGNIZED)]
+    assert len(parser._pending) == 0 and sum(len(d) for d in parser._data) <= 100
+    assert parser.feed(b"\n\n") == [StreamEvent(UNRECOGNIZED)]  # its prefix is no JSON
+
+
+def test_oversized_snapshot_is_read_from_its_prefix() -> None:
+    """A SubscribeToTask snapshot with a long history: status first, as both SDKs write it."""
+    history = ",".join(
+        f'{{"messageId":"m{i}","parts":[{{"text":"{"y" * 300}"}}]}}' for i in range(50)
+    )
+    big = (
+        b'data: {"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_INPUT_REQUIRED"},'
+        b'"history":[' + history.encode() + b"]}}\n\n"
+    )
+    for cuts in ([], list(range(0, len(big), 997)), [10, 11, 2000]):
+        (event,) = parse_all(STREAM_REST, big + b": ping\n\n", cuts, limit=4096)[:1]
+        assert [r.state.raw for r in event.facts.reports if r.state] == [
+            "TASK_STATE_INPUT_REQUIRED"
+        ]
 
 
 def test_incomplete_trailing_frame_is_reported_at_close() -> None:
