@@ -44,6 +44,9 @@ class liveness_decision:
         self.agent = agent
         self.assumed_state = assumed_state
         self.verdict: Verdict | None = None
+        # the last entry, for an exit in another context than its enter (a sync generator
+        # under Starlette runs each step in a fresh copy): the stack cannot be found there
+        self._last: tuple[Span, Token[Context]] | None = None
 
     def __enter__(self) -> liveness_decision:
         rt = runtime.current()
@@ -73,6 +76,7 @@ class liveness_decision:
             )
             token = context.attach(trace.set_span_in_context(span))
             _OPEN.set((*_OPEN.get(), (self, span, token)))
+            self._last = (span, token)
         except Exception as exc:
             rt.error(exc)
             return self
@@ -91,12 +95,16 @@ class liveness_decision:
         stack = _OPEN.get()
         for i in range(len(stack) - 1, -1, -1):  # this instance's innermost entry
             if stack[i][0] is self:
+                _OPEN.set(stack[:i] + stack[i + 1 :])
+                _, span, token = stack[i]
+                if self._last is not None and self._last[0] is span:
+                    self._last = None
                 break
         else:
-            return  # entered without instrumentation, or its start failed
-        _OPEN.set(stack[:i] + stack[i + 1 :])
-        _, span, token = stack[i]
-        context.detach(token)
+            if self._last is None:
+                return  # entered without instrumentation, or its start failed
+            (span, token), self._last = self._last, None
+        context.detach(token)  # from another context: OpenTelemetry logs it, never raises
         try:
             if exc_type is not None:
                 span.set_status(Status(StatusCode.ERROR, exc_type.__qualname__))

@@ -27,7 +27,7 @@ from otel_a2a.protocol import (
     StateClass,
     StreamEvent,
     TaskReport,
-    extract_prefix,
+    extract_from_prefixes,
     extract_response,
     parse_card,
     parse_extended_card,
@@ -51,9 +51,6 @@ _DECISION_OPS = frozenset(
 )
 _STREAM_OPS = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSCRIBE_TO_TASK.value})
 _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
-# Oversized bodies are searched for their state in growing prefixes, so that a 50 MB history
-# costs a small parse when the status comes first (it does in both official SDKs).
-_PREFIX_STEPS = (64 * 1024, 1024 * 1024)
 # Tasks one stream keeps alive (DESIGN §1: its frames refresh them). A stream is about one task;
 # a peer naming thousands on one stream must not make every frame cost thousands of updates.
 _MAX_STREAM_TASKS = 16
@@ -294,11 +291,7 @@ class Exchange:
         """An oversized body: look for the state in growing prefixes, never beyond
         ``OTEL_A2A_MAX_BODY_BYTES`` (a Message reply carries no state at all: stop there)."""
         limit = min(len(body), self.rt.settings.max_body_bytes)
-        for step in (*(n for n in _PREFIX_STEPS if n < limit), limit):
-            facts = extract_prefix(self.a2a, self.status, body[:step])
-            if facts.reports or facts.error is not None or facts.message_only:
-                break
-        self._apply(facts, streamed=False)
+        self._apply(extract_from_prefixes(self.a2a, self.status, body[:limit]), streamed=False)
 
     def _observe_body(self, body: bytes) -> None:
         op = self.a2a.operation

@@ -48,6 +48,10 @@ def _request_body(request: httpx.Request) -> bytes | None:
 def _late_setup(rt: runtime.Runtime) -> None:
     """The set-up left for the first A2A operation. Concurrent first operations wait for it:
     one that went ahead would be recorded by the providers that are about to be replaced."""
+    if rt.setup_pending == "attach" and isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider
+    ):
+        return  # still no provider to attach to: no lock on every request while so
     with rt.setup_lock:
         mode = rt.setup_pending
         if mode is None:

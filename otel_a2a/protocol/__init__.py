@@ -12,7 +12,12 @@ from otel_a2a.protocol.card import (
     parse_extended_card,
 )
 from otel_a2a.protocol.classify import classify_request, parse_version
-from otel_a2a.protocol.extract import extract_prefix, extract_response, extract_stream_payload
+from otel_a2a.protocol.extract import (
+    extract_from_prefixes,
+    extract_prefix,
+    extract_response,
+    extract_stream_payload,
+)
 from otel_a2a.protocol.jcs import CanonicalizationError, canonicalize, jcs_sha256
 from otel_a2a.protocol.model import (
     A2AError,
@@ -55,6 +60,7 @@ __all__ = [
     "canonicalize",
     "classify_request",
     "extended_card_etag",
+    "extract_from_prefixes",
     "extract_prefix",
     "extract_response",
     "extract_stream_payload",

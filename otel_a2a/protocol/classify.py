@@ -132,7 +132,7 @@ def parse_version(value: str | None) -> str:
     """``A2A-Version`` as ``Major.Minor`` (patch dropped); absent or empty means ``0.3``."""
     if value is None:
         return "0.3"
-    # past 32 characters only the first 32 are kept: the cache key is bounded too
+    # only 32 characters are ever kept; bounding the value first bounds the cache key too
     return _parse_version(value.strip()[:64])
 
 

@@ -31,6 +31,9 @@ from otel_a2a.protocol.states import StateReading, read_state
 
 UNRECOGNIZED = ResponseFacts(recognized=False)
 _JSONRPC = Binding.JSONRPC
+# An oversized body or frame is searched for its state in growing prefixes, so that a 50 MB
+# history costs a small parse when the status comes first (it does in both official SDKs).
+PREFIX_STEPS = (64 * 1024, 1024 * 1024)
 _EMPTY = ResponseFacts()
 _MESSAGE_ONLY = ResponseFacts(message_only=True)
 
@@ -82,6 +85,19 @@ def extract_prefix(request: A2ARequest, status: int, prefix: bytes | bytearray) 
         return UNRECOGNIZED
     complete = tuple(r for r in facts.reports if r.state is not None and r.state.raw)
     return facts._replace(reports=complete) if len(complete) != len(facts.reports) else facts
+
+
+def extract_from_prefixes(
+    request: A2ARequest, status: int, body: bytes | bytearray
+) -> ResponseFacts:
+    """:func:`extract_prefix` on growing prefixes of ``body`` (see ``PREFIX_STEPS``), stopping
+    at the first that tells something (a Message reply carries no state at all: stop there)."""
+    facts = UNRECOGNIZED
+    for step in (*(n for n in PREFIX_STEPS if n < len(body)), len(body)):
+        facts = extract_prefix(request, status, body[:step])
+        if facts.reports or facts.error is not None or facts.message_only:
+            break
+    return facts
 
 
 def extract_stream_payload(request: A2ARequest, obj: object) -> ResponseFacts:

@@ -23,7 +23,11 @@ from __future__ import annotations
 import re
 
 from otel_a2a.protocol._util import parse_response
-from otel_a2a.protocol.extract import UNRECOGNIZED, extract_prefix, extract_stream_payload
+from otel_a2a.protocol.extract import (
+    UNRECOGNIZED,
+    extract_from_prefixes,
+    extract_stream_payload,
+)
 from otel_a2a.protocol.model import A2ARequest, StreamEvent
 
 _EOL = re.compile(rb"\r\n|\r|\n")
@@ -152,7 +156,7 @@ class SSEParser:
     def _dispatch_prefix(self) -> StreamEvent:
         if not self._data:
             return _UNRECOGNIZED
-        facts = extract_prefix(self._request, 200, b"\n".join(self._data))
+        facts = extract_from_prefixes(self._request, 200, b"\n".join(self._data))
         if not (facts.reports or facts.error is not None or facts.message_only):
             facts = UNRECOGNIZED
         return StreamEvent(facts=facts, error=self._event == b"error")

@@ -118,6 +118,17 @@ def test_one_instance_entered_again_while_open(otel: Harness) -> None:
     assert len(otel.spans("A2A liveness_decision")) == 4  # all ended
 
 
+def test_exit_in_another_context_still_ends_the_span(otel: Harness) -> None:
+    """Starlette runs each step of a sync generator in a fresh context copy: a block entered in
+    one step and left in another must still end its span."""
+    import contextvars
+
+    guard = liveness_decision("t1")
+    contextvars.copy_context().run(guard.__enter__)
+    guard.__exit__(None, None, None)
+    assert len(otel.spans("A2A liveness_decision")) == 1
+
+
 def test_async_decorator(enforcing: Harness) -> None:
     @liveness_decision("t-missing", assumed_state="input-required")
     async def act() -> str:

@@ -75,16 +75,16 @@ def test_a_gzip_bomb_costs_at_most_the_body_limit(harness: Harness, server: str)
 def test_an_oversized_reply_is_never_parsed_past_the_limit(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from otel_a2a.instrumentation import exchange
+    from otel_a2a.protocol import extract
 
     parsed: list[int] = []
-    real = exchange.extract_prefix
+    real = extract.extract_prefix
 
     def spy(request: object, status: int, prefix: bytes) -> object:
         parsed.append(len(prefix))
         return real(request, status, prefix)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(exchange, "extract_prefix", spy)
+    monkeypatch.setattr(extract, "extract_prefix", spy)
     message = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "y" * (10 * LIMIT)}]}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"message": message}}).encode()
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
