@@ -6,6 +6,8 @@ only to warn), and by the settings: a bad ``OTEL_A2A_ENABLED`` seen by both is s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("", "0", "false", "no", "off")
 
@@ -22,3 +24,18 @@ def warn_invalid(name: str, value: str, default: object) -> None:
     logging.getLogger("otel_a2a").warning(
         "otel-a2a: ignoring %s=%r (invalid); using the default %r", name, value, default
     )
+
+
+def parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """``env[name]`` read as a boolean (any case, surrounding blanks ignored); unset gives
+    ``default`` silently, a value that is neither true nor false warns and gives it too."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in TRUE:
+        return True
+    if value not in FALSE:
+        warn_invalid(name, raw, default)
+        return default
+    return False

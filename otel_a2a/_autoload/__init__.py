@@ -4,7 +4,7 @@
 false value (true, or a bad value that deserves its warning), so an unset variable costs one
 environment lookup. Under Python >= 3.15 ``otel_a2a.start`` calls :func:`run` instead.
 Importing is idempotent (the ``.pth`` runs twice in a venv) and nothing here may break the
-interpreter's start: every failure is logged at debug level and swallowed.
+interpreter's start: a failure is one warning, never an exception.
 """
 
 from __future__ import annotations
@@ -12,19 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from otel_a2a._env import FALSE, TRUE, warn_invalid
+from otel_a2a._env import parse_bool
 
 _done = False
-
-
-def _enabled() -> bool:
-    raw = os.environ.get("OTEL_A2A_ENABLED", "")
-    value = raw.strip().lower()
-    if value in TRUE:
-        return True
-    if value not in FALSE:
-        warn_invalid("OTEL_A2A_ENABLED", raw, False)
-    return False
 
 
 def _left_to_opentelemetry_instrument() -> bool:
@@ -41,7 +31,11 @@ def _left_to_opentelemetry_instrument() -> bool:
 
 def run() -> None:
     global _done
-    if _done or _left_to_opentelemetry_instrument() or not _enabled():
+    if (
+        _done
+        or _left_to_opentelemetry_instrument()
+        or not parse_bool(os.environ, "OTEL_A2A_ENABLED", False)
+    ):
         return
     _done = True
     try:

@@ -37,7 +37,6 @@ fall back to the default.
 
 from __future__ import annotations
 
-import atexit
 from collections.abc import Collection
 from typing import Any
 
@@ -52,23 +51,14 @@ from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
 from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
-from otel_a2a.instrumentation.providers import attach_processor, shutdown_late
+from otel_a2a.instrumentation.providers import (
+    attach_processor,
+    shut_down_after_the_application,
+)
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.package import _instruments
 
 __all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
-
-
-_exit_registered = False
-
-
-def _shut_down_after_the_application() -> None:
-    """Register, now (at start-up), the shutdown of providers configured later: ``atexit`` runs
-    what was registered first last, after the application's own exit handlers."""
-    global _exit_registered
-    if not _exit_registered:
-        _exit_registered = True
-        atexit.register(shutdown_late)
 
 
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -82,7 +72,9 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def instrument(self, **kwargs: Any) -> None:
         """As ``BaseInstrumentor.instrument``; an explicit call naming providers replaces the
         instrumentation ``OTEL_A2A_ENABLED`` made at start-up instead of being ignored."""
-        named = kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider")
+        named = (
+            kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider") is not None
+        )
         if named and self._implicit and self.is_instrumented_by_opentelemetry:
             self.uninstrument()
         super().instrument(**kwargs)
@@ -97,7 +89,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             # OTEL_A2A_ENABLED (the start-up hook, opentelemetry-instrument's entry point, or
             # code): providers from OTEL_* at the first A2A operation, unless the application
             # has installed its own by then
-            _shut_down_after_the_application()
+            shut_down_after_the_application()
             rt.setup_pending = "configure"
         elif not attach_processor(tracer_provider or trace.get_tracer_provider()):
             rt.setup_pending = "attach"

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from otel_a2a._env import FALSE, TRUE
+from otel_a2a._env import parse_bool
 from otel_a2a._env import warn_invalid as _warn
 
 
@@ -26,19 +26,6 @@ class Settings:
 
 
 _DEFAULTS = Settings()
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in TRUE:
-        return True
-    if value in FALSE:
-        return False
-    _warn(name, raw, default)
-    return default
 
 
 def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -100,7 +87,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read every ``OTEL_A2A_*`` variable; never raises."""
     env = os.environ if env is None else env
     return Settings(
-        enabled=_bool(env, "OTEL_A2A_ENABLED", _DEFAULTS.enabled),
+        enabled=parse_bool(env, "OTEL_A2A_ENABLED", _DEFAULTS.enabled),
         enforce=_mode(env),
         default_heartbeat=_positive_float(
             env, "OTEL_A2A_DEFAULT_HEARTBEAT", _DEFAULTS.default_heartbeat

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -185,8 +185,10 @@ class Exchange:
             self._decoder = _Inflater(encoding)
         # read as the SDK clients do: a stream only where the operation streams, whatever the
         # content type claims (a JSON Task labelled text/event-stream is still a Task)
-        streams = self.a2a.operation._value_ in _STREAM_OPS
-        if streams and "text/event-stream" in headers.get("content-type", ""):
+        if (
+            "text/event-stream" in headers.get("content-type", "")
+            and self.a2a.operation._value_ in _STREAM_OPS
+        ):
             self._sse = SSEParser(self.a2a, self.rt.settings.max_body_bytes)
             if self.a2a.task_id:
                 self._stream_tasks.add(self.a2a.task_id)  # the first of at most 16
@@ -341,25 +343,24 @@ class Exchange:
             attrs[sc.CARD_HEARTBEAT] = heartbeat
         self.span.set_attributes(attrs)
 
-    def _on_events(self, events: Iterable[StreamEvent]) -> None:
+    def _on_events(self, events: list[StreamEvent]) -> None:
         """The events of one chunk. Any frame (a ``: ping`` too) refreshes the stream's tasks:
         they all share this chunk's clock reading, so each is refreshed once per chunk (those
         reported in it already were), not once per frame."""
+        if not events:
+            return
         now = time.monotonic()
         reported: set[str] = set()
-        framed = False
         for event in events:
-            framed = True
             reports = event.facts.reports
             if reports or event.facts.error is not None:
                 self._apply(event.facts, streamed=True, now=now)
                 reported.update(r.task_id for r in reports)
             if event.error and self.span.is_recording():
                 self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
-        if framed:
-            detector = self.rt.detector
-            for task_id in self._stream_tasks - reported:
-                detector.on_stream_frame(task_id, now)
+        detector = self.rt.detector
+        for task_id in self._stream_tasks - reported:
+            detector.on_stream_frame(task_id, now)
 
     def _apply(self, facts: ResponseFacts, *, streamed: bool, now: float | None = None) -> None:
         rt, span = self.rt, self.span

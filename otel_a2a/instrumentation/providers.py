@@ -31,6 +31,7 @@ _DISTRO_DEFAULTS = {
     "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 }
 _late_shutdowns: list[Callable[..., object]] = []
+_exit_registered = False
 
 
 def attach_processor(provider: object) -> bool:
@@ -74,8 +75,7 @@ def configure_from_environment() -> bool:
 def _shut_down_last() -> None:
     """The providers just made registered their ``atexit`` shutdown now, after the
     application's own exit handlers, which would therefore run after the shutdown and lose
-    their telemetry (an exit-time ``CancelTask``). They are shut down by :func:`shutdown_late`
-    instead, registered at interpreter start: ``atexit`` runs last what was registered first."""
+    their telemetry (an exit-time ``CancelTask``): see :func:`shut_down_after_the_application`."""
     made = (trace.get_tracer_provider(), metrics.get_meter_provider(), get_logger_provider())
     for provider in made:
         shutdown = getattr(provider, "shutdown", None)
@@ -84,8 +84,16 @@ def _shut_down_last() -> None:
             _late_shutdowns.append(shutdown)
 
 
-def shutdown_late() -> None:
-    """Shut down the providers otel-a2a configured (registered with ``atexit`` at start-up)."""
+def shut_down_after_the_application() -> None:
+    """Register, now (at start-up), the shutdown of the providers configured later: ``atexit``
+    runs what was registered first last, after the application's own exit handlers."""
+    global _exit_registered
+    if not _exit_registered:
+        _exit_registered = True
+        atexit.register(_shutdown_late)
+
+
+def _shutdown_late() -> None:
     while _late_shutdowns:
         try:
             _late_shutdowns.pop(0)()

@@ -112,21 +112,20 @@ class SSEParser:
             self._end_line(line, length, events)
         rest = chunk[start:]
         if rest:
-            if not self._dropping and self._size + self._pending_len + len(rest) > self._max:
-                self._keep_prefix(bytes(self._pending) + rest)
-            if not self._dropping:
-                self._pending += rest
+            # an incomplete line is held only up to what the frame may still take: so it is
+            # always the same first bytes of the line, however the stream was chunked
+            room = self._max - self._size - len(self._pending)
+            if not self._dropping and room > 0:
+                self._pending += rest[:room]
             self._pending_len += len(rest)
 
     def _keep_prefix(self, line: bytes) -> None:
-        """The frame outgrew the bound: keep the start of ``line`` if it is a data line (as
-        much as fits), and nothing more of this frame."""
+        """The frame outgrew the bound with ``line`` (already cut to what fits): keep it if it
+        is a data line, and nothing more of this frame."""
         field, _, value = line.partition(b":")
         if field == b"data":
-            room = self._max - sum(len(d) for d in self._data)
-            self._data.append((value[1:] if value[:1] == b" " else value)[: max(room, 0)])
+            self._data.append(value[1:] if value[:1] == b" " else value)
         self._dropping = True
-        self._pending.clear()
 
     def _end_line(self, line: bytes, length: int, events: list[StreamEvent]) -> None:
         if length == 0:
@@ -140,7 +139,7 @@ class SSEParser:
         if self._dropping:
             return
         if self._size > self._max:
-            self._keep_prefix(line)
+            self._keep_prefix(line[: self._max - (self._size - length)])
             return
         if line[:1] == b":":
             events.append(_COMMENT)

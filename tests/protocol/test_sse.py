@@ -187,7 +187,7 @@ def test_oversized_frame_is_not_held() -> None:
     parser = SSEParser(STREAM_REST, 100)
     for _ in range(1000):
         parser.feed(b"data: " + b"x" * 1000)
-    assert len(parser._pending) == 0 and sum(len(d) for d in parser._data) <= 100
+    assert len(parser._pending) <= 100 and parser._data == []  # the line's start, bounded
     assert parser.feed(b"\n\n") == [StreamEvent(UNRECOGNIZED)]  # its prefix is no JSON
 
 
@@ -269,3 +269,14 @@ def test_any_bytes_never_raise(chunks: list[bytes], limit: int) -> None:
     for chunk in chunks:
         assert all(isinstance(e, StreamEvent) for e in parser.feed(chunk))
     parser.close()
+
+
+def test_the_kept_prefix_of_an_oversized_frame_does_not_depend_on_chunking() -> None:
+    frame = (
+        b'data: {"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"},'
+        b'"history":[' + b'{"messageId":"m"},' * 20 + b"{}]}}\n\n"
+    )
+    for limit in (60, 75, 90):  # the state's value ends near 70 bytes
+        whole = parse_all(STREAM_REST, frame, [], limit)
+        for cut in range(1, len(frame)):
+            assert parse_all(STREAM_REST, frame, [cut], limit) == whole, (limit, cut)
