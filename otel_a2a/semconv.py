@@ -36,6 +36,7 @@ ASSUMED_STATE = "a2a.decision.assumed_state"
 DECISION_OUTCOME = "a2a.decision.outcome"
 DIVERGENCE_REASON = "a2a.divergence.reason"
 ERROR_TYPE = "error.type"
+ERROR_TYPE_OTHER = "_OTHER"  # OpenTelemetry's value for an error of no known class
 HTTP_STATUS_CODE = "http.response.status_code"
 JSONRPC_ERROR_CODE = "rpc.jsonrpc.error_code"
 

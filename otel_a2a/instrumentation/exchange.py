@@ -56,6 +56,14 @@ _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 _MAX_STREAM_TASKS = 16
 
 
+def _error_type(code: int | None, status: int) -> str:
+    """``error.type`` of an error response, as the RPC and HTTP conventions spell it: the
+    JSON-RPC (or A2A) error code, else the HTTP status, else ``_OTHER``."""
+    if code is not None:
+        return str(code)
+    return str(status) if status >= 400 else sc.ERROR_TYPE_OTHER
+
+
 _INFLATE_STEP = 64 * 1024
 
 
@@ -358,6 +366,8 @@ class Exchange:
                 reported.update(r.task_id for r in reports)
             if event.error and self.span.is_recording():
                 self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
+                if event.facts.error is None:  # else _apply named it
+                    self.span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
         detector = self.rt.detector
         for task_id in self._stream_tasks - reported:
             detector.on_stream_frame(task_id, now)
@@ -372,6 +382,7 @@ class Exchange:
                 code = facts.error.code
                 text = str(code) if code is not None else f"HTTP {self.status}"
                 span.set_status(Status(StatusCode.ERROR, facts.error.reason or text))
+                span.set_attribute(sc.ERROR_TYPE, _error_type(code, self.status))
                 if code is not None and self.a2a.binding is _JSONRPC:
                     span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
             task_id = self.a2a.task_id

@@ -424,7 +424,9 @@ def test_an_application_processor_that_raises_never_reaches_the_application(
     assert otel.total("a2a.instrumentation.errors", error__type="KeyError") == 4
 
 
-def test_jsonrpc_error_code_only_from_a_jsonrpc_error(otel: Harness) -> None:
+def test_error_responses_name_their_error_type(otel: Harness) -> None:
+    """``error.type`` as the RPC and HTTP conventions spell it: the JSON-RPC code, else the
+    HTTP status, else ``_OTHER``; ``rpc.jsonrpc.error_code`` only from a JSON-RPC error."""
     agent = FakeAgent()
     with agent.client() as client:
         agent.rpc(client, "GetTask", {"id": "missing"})  # -32001 TaskNotFound
@@ -435,9 +437,21 @@ def test_jsonrpc_error_code_only_from_a_jsonrpc_error(otel: Harness) -> None:
     found, failed = otel.spans("A2A GetTask")
     assert found.attributes is not None and failed.attributes is not None
     assert found.attributes["rpc.jsonrpc.error_code"] == -32001
+    assert found.attributes["error.type"] == "-32001"
     assert "rpc.jsonrpc.error_code" not in failed.attributes  # not the HTTP status
     assert failed.attributes["http.response.status_code"] == 500
+    assert failed.attributes["error.type"] == "500"
     assert failed.status.description == "HTTP 500"
+
+    stream = FakeAgent(sse=[b"event: error\ndata: {}\n\n"])
+    with stream.client() as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "t1"}}
+        with client.stream("POST", "/a2a", json=body, headers=V1) as r:
+            r.read()
+    errored = otel.span("A2A SubscribeToTask")
+    assert errored.attributes is not None
+    assert errored.attributes["error.type"] == "_OTHER"
+    assert errored.status.description == "SSE error event"
 
 
 def test_the_operation_decides_how_a_body_is_read_not_its_content_type(otel: Harness) -> None:
