@@ -37,6 +37,7 @@ fall back to the default.
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Collection
 from typing import Any
 
@@ -49,6 +50,7 @@ from wrapt import wrap_function_wrapper
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
+from otel_a2a.instrumentation.exchange import end_abandoned
 from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
@@ -94,10 +96,15 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         elif not attach_processor(tracer_provider or trace.get_tracer_provider()):
             rt.setup_pending = "attach"
         runtime.install(rt)
+        # abandoned responses' spans end before any provider's exit-time shutdown (the last
+        # handler registered runs first)
+        atexit.unregister(end_abandoned)
+        atexit.register(end_abandoned)
         wrap_function_wrapper(httpx.Client, "send", send)
         wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         unwrap(httpx.Client, "send")
         unwrap(httpx.AsyncClient, "send")
+        end_abandoned()
         runtime.install(None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections import deque
 from collections.abc import Iterator, Mapping
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -272,8 +273,9 @@ class Exchange:
             self.rt.error(err)
         self.close()
 
-    def close(self) -> None:
-        """End of the exchange, whether the body was consumed or not. Idempotent."""
+    def close(self, end_time: int | None = None) -> None:
+        """End of the exchange, whether the body was consumed or not. Idempotent.
+        ``end_time`` (ns since the epoch): when an abandoned response was collected."""
         if self._closed:
             return
         self._closed = True
@@ -284,16 +286,26 @@ class Exchange:
                 attrs = {sc.TASK_ID: last.task_id} if last else {}
                 if last and last.state is not None:
                     attrs[sc.TASK_STATE] = last.state.state.value
-                self.span.add_event(sc.EVENT_STREAM_ABNORMAL_END, attrs)
+                self.span.add_event(sc.EVENT_STREAM_ABNORMAL_END, attrs, end_time)
         except Exception as exc:
             self.rt.error(exc)
         finally:
             self._buffer = None
             self._sse = None
             try:
-                self.span.end()  # runs every span processor, the application's too
+                self.span.end(end_time)  # runs every span processor, the application's too
             except Exception as exc:
                 self.rt.error(exc)
+
+    def abandon(self) -> None:
+        """The application dropped the response unread and unclosed (its stream is being
+        collected). This runs at garbage-collection time, in any thread, possibly inside a span
+        processor holding its lock: ending the span here could deadlock. The body held goes
+        now; the span is ended by :func:`end_abandoned` (the next request, or
+        ``uninstrument()``, or exit), with the time of collection."""
+        if not self._closed:
+            self._buffer = None
+            _abandoned.append((self, time.time_ns()))  # atomic, takes no lock
 
     # -- observations ----------------------------------------------------------------------
 
@@ -436,3 +448,18 @@ class Exchange:
 
     def _report(self, verdict: Verdict) -> None:
         self.rt.report(self.span, verdict, self.a2a.operation._value_)
+
+
+# Exchanges whose response was collected open (see Exchange.abandon), with the time it was.
+# Each needs a request to exist and each request empties it: small, whatever the traffic.
+_abandoned: deque[tuple[Exchange, int]] = deque()
+
+
+def end_abandoned() -> None:
+    """End the spans of responses the application dropped unread and unclosed."""
+    while _abandoned:
+        try:
+            exchange, at = _abandoned.popleft()
+        except IndexError:  # another thread took the last one
+            return
+        exchange.close(at)

@@ -17,9 +17,9 @@ from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation.exchange import Exchange
+from otel_a2a.instrumentation.exchange import Exchange, end_abandoned
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
-from otel_a2a.protocol import classify_request
+from otel_a2a.protocol import A2ARequest, classify_request
 
 _log = logging.getLogger("otel_a2a")
 _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
@@ -45,13 +45,18 @@ def _request_body(request: httpx.Request) -> bytes | None:
         return None
 
 
+def _setup_due(rt: runtime.Runtime) -> bool:
+    """Whether set-up is left for this A2A operation; while ``attach`` waits for a provider
+    to exist, a cheap test on every request, no lock."""
+    mode = rt.setup_pending
+    return mode is not None and not (
+        mode == "attach" and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    )
+
+
 def _late_setup(rt: runtime.Runtime) -> None:
     """The set-up left for the first A2A operation. Concurrent first operations wait for it:
     one that went ahead would be recorded by the providers that are about to be replaced."""
-    if rt.setup_pending == "attach" and isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider
-    ):
-        return  # still no provider to attach to: no lock on every request while so
     with rt.setup_lock:
         mode = rt.setup_pending
         if mode is None:
@@ -63,8 +68,8 @@ def _late_setup(rt: runtime.Runtime) -> None:
             elif attach_processor(trace.get_tracer_provider()):
                 rt.setup_pending = None
         except Exception as exc:
-            rt.setup_pending = None  # reported once, not retried on every request
             rt.error(exc)
+            rt.setup_pending = None  # reported once, not retried on every request
             _log.warning(
                 "otel-a2a: could not set up OpenTelemetry (%s: %s); A2A telemetry is not exported",
                 type(exc).__name__,
@@ -72,23 +77,42 @@ def _late_setup(rt: runtime.Runtime) -> None:
             )
 
 
-def begin(request: httpx.Request) -> Exchange | None:
-    """Start an exchange for an A2A request; ``None`` for anything else. Never raises."""
+async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
+    """Configuring the SDK takes 50-350 ms (imports, resource detection, exporters): it runs
+    in a worker thread so that the event loop goes on (asyncio or trio, as httpx's own anyio
+    runs); this request waits for it, as a synchronous one does."""
+    try:
+        from anyio import to_thread
+    except Exception as exc:  # pragma: no cover - anyio comes with httpx
+        rt.error(exc)
+        _late_setup(rt)
+        return
+    await to_thread.run_sync(_late_setup, rt)
+
+
+def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | None:
+    """The runtime and the A2A request, or ``None`` for anything else. Never raises."""
     rt = runtime.current()
     if rt is None or not is_instrumentation_enabled():
         return None
+    end_abandoned()  # of earlier requests: see Exchange.abandon
     try:
-        url = request.url
         a2a = classify_request(
             request.method,
-            url.path,
+            request.url.path,
             _headers(request.headers, _REQUEST_HEADERS),
             _request_body(request),
         )
-        if a2a is None:
-            return None
-        if rt.setup_pending is not None:  # only A2A traffic decides about providers
-            _late_setup(rt)
+    except Exception as exc:
+        rt.error(exc)
+        return None
+    return None if a2a is None else (rt, a2a)
+
+
+def _start(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
+    """The exchange of an A2A request, its implicit decisions judged. Never raises."""
+    try:
+        url = request.url
         # netloc carries no credentials; query and fragment are dropped (never recorded)
         origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
         exchange = Exchange(rt, a2a, origin + url.path, origin + a2a.base_url_path)
@@ -100,6 +124,15 @@ def begin(request: httpx.Request) -> Exchange | None:
     except Exception as exc:
         rt.error(exc)
     return exchange
+
+
+def _abandon(exchange: Exchange) -> None:
+    """A tee is collected: if its exchange is still open, the application dropped the response
+    unread and unclosed. A finaliser must not raise (Python would print it)."""
+    try:  # noqa: SIM105 - no contextlib lookup in a finaliser that may run at teardown
+        exchange.abandon()
+    except Exception:
+        pass
 
 
 class _TeeStream(httpx.SyncByteStream):
@@ -126,6 +159,9 @@ class _TeeStream(httpx.SyncByteStream):
         finally:
             self._exchange.close()
 
+    def __del__(self) -> None:
+        _abandon(self._exchange)
+
 
 class _AsyncTeeStream(httpx.AsyncByteStream):
     def __init__(self, inner: httpx.AsyncByteStream, exchange: Exchange) -> None:
@@ -150,6 +186,9 @@ class _AsyncTeeStream(httpx.AsyncByteStream):
             await self._inner.aclose()
         finally:
             self._exchange.close()
+
+    def __del__(self) -> None:
+        _abandon(self._exchange)
 
 
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[httpx.Request | None, bool]:
@@ -188,7 +227,13 @@ def send(
     kwargs: dict[str, Any],
 ) -> httpx.Response:
     request, stream = _split(args, kwargs)
-    exchange = begin(request) if request is not None else None
+    found = None if request is None else _classify(request)
+    if request is None or found is None:
+        return wrapped(*args, **kwargs)
+    rt, a2a = found
+    if _setup_due(rt):  # only A2A traffic decides about providers
+        _late_setup(rt)
+    exchange = _start(rt, request, a2a)
     if exchange is None:
         return wrapped(*args, **kwargs)
     token = context.attach(trace.set_span_in_context(exchange.span))
@@ -210,7 +255,13 @@ async def async_send(
     kwargs: dict[str, Any],
 ) -> httpx.Response:
     request, stream = _split(args, kwargs)
-    exchange = begin(request) if request is not None else None
+    found = None if request is None else _classify(request)
+    if request is None or found is None:
+        return await wrapped(*args, **kwargs)
+    rt, a2a = found
+    if _setup_due(rt):  # only A2A traffic decides about providers
+        await _late_setup_off_the_loop(rt)
+    exchange = _start(rt, request, a2a)
     if exchange is None:
         return await wrapped(*args, **kwargs)
     token = context.attach(trace.set_span_in_context(exchange.span))

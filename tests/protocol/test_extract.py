@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_a2a.protocol.extract import extract_prefix, extract_response, extract_stream_payload
+from otel_a2a.protocol.extract import (
+    MAX_LIST_ENTRIES,
+    extract_prefix,
+    extract_response,
+    extract_stream_payload,
+)
 from otel_a2a.protocol.model import (
     A2AError,
     A2ARequest,
@@ -161,6 +166,16 @@ def test_list_tasks_page() -> None:
         TaskReport("b", None, StateReading("paused", S.UNKNOWN, False, False), "list-entry"),
     )
     assert extract_response(REST_LIST, 200, b'{"tasks":[],"nextPageToken":""}') == ResponseFacts()
+
+
+def test_a_list_page_is_observed_up_to_ten_times_the_largest_page_a2a_allows() -> None:
+    """A peer ignoring the page size must not cost one ledger update per entry without end
+    (each is work on the application's event loop)."""
+    entry = {"id": "x", "status": {"state": "TASK_STATE_WORKING"}}
+    tasks = [{**entry, "id": f"t{i}"} for i in range(MAX_LIST_ENTRIES + 500)]
+    facts = extract_response(REST_LIST, 200, json.dumps({"tasks": tasks}).encode())
+    assert MAX_LIST_ENTRIES == 1000
+    assert [r.task_id for r in facts.reports] == [f"t{i}" for i in range(MAX_LIST_ENTRIES)]
 
 
 def test_missing_state_reads_unmapped() -> None:

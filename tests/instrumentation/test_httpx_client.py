@@ -1,0 +1,168 @@
+"""The httpx wrappers' edges: responses dropped unread and unclosed, and the SDK set-up of
+``OTEL_A2A_ENABLED`` kept off the event loop (asyncio and trio, as httpx runs on both)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import httpx
+import pytest
+
+from otel_a2a.instrumentation import httpx_client, runtime
+from tests.instrumentation.conftest import V1, Harness, make_harness
+
+BASE = "http://agent.test"
+TASK = (
+    b'{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c",'
+    b'"status":{"state":"TASK_STATE_WORKING"}}}'
+)
+FRAME = (
+    b'data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"s1","contextId":"c",'
+    b'"status":{"state":"TASK_STATE_WORKING"}}}}\n\n'
+)
+BACKENDS = ["asyncio", "trio"]
+
+
+def _rpc(method: str, params: dict[str, str]) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+GET = _rpc("GetTask", {"id": "t1"})
+SUBSCRIBE = _rpc("SubscribeToTask", {"id": "s1"})
+
+
+def _sync_agent(request: httpx.Request) -> httpx.Response:
+    """Streamed bodies (generators), so that the application decides what is read."""
+    if request.url.path != "/a2a":
+        return httpx.Response(200, text="ok")
+    if json.loads(request.content)["method"] == "GetTask":
+        return httpx.Response(200, content=iter([TASK]))
+    return httpx.Response(
+        200, headers={"Content-Type": "text/event-stream"}, content=iter([FRAME] * 3)
+    )
+
+
+async def _chunks(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+def _async_agent(request: httpx.Request) -> httpx.Response:
+    if request.url.path != "/a2a":
+        return httpx.Response(200, text="ok")
+    if json.loads(request.content)["method"] == "GetTask":
+        return httpx.Response(200, content=_chunks([TASK]))
+    sse = {"Content-Type": "text/event-stream"}
+    return httpx.Response(200, headers=sse, content=_chunks([FRAME] * 3))
+
+
+def test_a_response_dropped_unread_ends_its_span_at_the_next_request(otel: Harness) -> None:
+    """Not at collection time: a finaliser may run inside a span processor holding its lock."""
+    with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+        request = client.build_request("POST", "/a2a", json=GET, headers=V1)
+        response = client.send(request, stream=True)
+        del response
+        gc.collect()
+        assert otel.spans("A2A GetTask") == []
+        collected = time.time_ns()
+        assert client.get("/health").text == "ok"  # any request through the client
+    (span,) = otel.spans("A2A GetTask")
+    assert span.end_time is not None and span.end_time <= collected
+    assert (span.attributes or {}).get("a2a.task.id") == "t1"
+
+
+def test_a_stream_left_after_one_frame_ends_with_an_abnormal_end(otel: Harness) -> None:
+    with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+        request = client.build_request("POST", "/a2a", json=SUBSCRIBE, headers=V1)
+        response = client.send(request, stream=True)
+        for _line in response.iter_lines():
+            break
+        del response, _line
+        gc.collect()
+        client.get("/health")
+    span = otel.span("A2A SubscribeToTask")
+    assert [e.name for e in span.events] == ["a2a.task.status", "a2a.stream.abnormal_end"]
+    assert (span.attributes or {})["a2a.task.state"] == "working"
+
+
+def test_uninstrument_ends_the_spans_of_dropped_responses() -> None:
+    harness, instrumentor = make_harness()
+    try:
+        with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+            request = client.build_request("POST", "/a2a", json=GET, headers=V1)
+            client.send(request, stream=True)  # dropped at once
+            gc.collect()
+            assert harness.spans("A2A GetTask") == []
+    finally:
+        instrumentor.uninstrument()
+    assert len(harness.spans("A2A GetTask")) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_async_stream_left_unclosed_ends_its_span(otel: Harness, backend: str) -> None:
+    """The event loop finalises the abandoned async generators; the next request ends the
+    span (polled with a deadline: the loop decides when its finaliser runs)."""
+
+    async def main() -> None:
+        transport = httpx.MockTransport(_async_agent)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            request = client.build_request("POST", "/a2a", json=SUBSCRIBE, headers=V1)
+            response = await client.send(request, stream=True)
+            async for _chunk in response.aiter_bytes():
+                break
+            del response
+            deadline = time.monotonic() + 30
+            while not otel.spans("A2A SubscribeToTask") and time.monotonic() < deadline:
+                gc.collect()
+                await anyio.sleep(0)  # let the loop run its async-generator finaliser
+                await client.get("/health")
+
+    anyio.run(main, backend=backend)
+    span = otel.span("A2A SubscribeToTask")
+    assert [e.name for e in span.events] == ["a2a.task.status", "a2a.stream.abnormal_end"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_sdk_set_up_runs_off_the_event_loop(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """Configuring the SDK takes up to a few hundred ms: the loop must go on meanwhile. The
+    fake set-up waits for a task of the loop; run on the loop, it would wait out its deadline
+    and fail."""
+    rt = runtime.current()
+    assert rt is not None
+    rt.setup_pending = "configure"
+    loop_ran = threading.Event()
+    setup_threads: list[int] = []
+
+    def configure() -> bool:
+        setup_threads.append(threading.get_ident())
+        return loop_ran.wait(timeout=30)
+
+    monkeypatch.setattr(httpx_client, "configure_from_environment", configure)
+
+    async def main() -> int:
+        async def other_work() -> None:
+            await anyio.sleep(0)
+            loop_ran.set()
+
+        transport = httpx.MockTransport(_async_agent)
+        async with (
+            anyio.create_task_group() as tg,
+            httpx.AsyncClient(transport=transport, base_url=BASE) as client,
+        ):
+            tg.start_soon(other_work)
+            response = await client.post("/a2a", json=GET, headers=V1)
+            assert response.json()["result"]["id"] == "t1"
+        return threading.get_ident()
+
+    loop_thread = anyio.run(main, backend=backend)
+    assert loop_ran.is_set()
+    assert len(setup_threads) == 1 and setup_threads[0] != loop_thread
+    assert rt.setup_pending is None
+    assert len(otel.spans("A2A GetTask")) == 1
