@@ -22,6 +22,7 @@ Variants:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -192,7 +193,19 @@ def node_problem() -> str | None:
     modules = NODE_DIR / "node_modules"
     for package in ("@a2a-js/sdk", "express"):
         if not (modules / package / "package.json").is_file():
-            return f"{modules / package} is missing: run `make setup` (npm ci in {NODE_DIR})"
+            return (
+                f"{modules / package} is missing: run `npm ci --prefix {NODE_DIR}` "
+                "(`make setup` does it in a clone)"
+            )
+    return None
+
+
+def python_problem() -> str | None:
+    """Why the demo's Python peers (a2a-sdk client and server, uvicorn) cannot run here: they
+    are the ``demo`` extra, not otel-a2a's own dependencies."""
+    missing = [m for m in ("a2a", "uvicorn", "starlette") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed: pip install 'otel-a2a[demo]'"
     return None
 
 
@@ -469,7 +482,7 @@ class _Run:
         raise last
 
     def start(self) -> tuple[str, Proc]:
-        problem = node_problem()
+        problem = python_problem() or node_problem()
         if problem is not None:
             raise ScenarioError(problem)
         self.worker_port = free_port()

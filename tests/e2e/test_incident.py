@@ -146,3 +146,21 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(binding: str) 
     assert result.metric("a2a_divergence_total") == 0
     assert result.metric("a2a_task_get_redundant_total") > 0
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
+
+
+def test_an_installed_demo_without_its_peers_names_the_missing_install_steps(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pip install otel-a2a` has no a2a-sdk server or uvicorn: the demo says which extra,
+    before starting any process."""
+    import importlib.util
+
+    from otel_a2a.demo import scenario
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a)
+    )
+    assert scenario.python_problem() == "uvicorn not installed: pip install 'otel-a2a[demo]'"
+    assert scenario.main(scenario.ScenarioConfig(), quiet=True) == 2
+    assert "pip install 'otel-a2a[demo]'" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""The wheel users install: built from this tree by pip (as `pip install .` does) and read
+back, so that a file the start-up hook, type checkers or the licence need cannot go missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (built,) = out.glob("otel_a2a-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def _dist_info(wheel: zipfile.ZipFile, name: str) -> str:
+    (path,) = [n for n in wheel.namelist() if n.endswith(f".dist-info/{name}")]
+    return wheel.read(path).decode()
+
+
+def test_the_start_up_hooks_sit_at_the_top_of_site_packages(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    assert {"otel_a2a.pth", "otel_a2a.start"} <= names
+    assert wheel.read("otel_a2a.pth").decode().startswith("import ")
+
+
+def test_typed_licensed_and_nothing_of_the_repository_but_the_package(
+    wheel: zipfile.ZipFile,
+) -> None:
+    names = wheel.namelist()
+    assert "otel_a2a/py.typed" in names
+    assert "Apache License" in _dist_info(wheel, "licenses/LICENSE")
+    tops = {n.split("/", 1)[0] for n in names if "/" in n}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"otel_a2a"}
+    assert not [n for n in names if "node_modules" in n or "__pycache__" in n]
+    assert "otel_a2a/demo/node/package-lock.json" in names  # `npm ci` needs it
+
+
+def test_entry_points_and_extras(wheel: zipfile.ZipFile) -> None:
+    entry_points = _dist_info(wheel, "entry_points.txt")
+    assert "a2a = otel_a2a.instrumentation:A2AInstrumentor" in entry_points
+    assert "otel-a2a = otel_a2a.cli:main" in entry_points
+    metadata = _dist_info(wheel, "METADATA")
+    assert "Provides-Extra: demo" in metadata
+    assert "Requires-Dist: opentelemetry-exporter-prometheus>=0.63b0" in metadata
