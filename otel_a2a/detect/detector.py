@@ -107,8 +107,8 @@ class Detector:
                 stamp if terminal else None,  # kept to tell late frames; parsed only then
             )
             prev = self.ledger.observe(obs, None if terminal else stamp)
-            if prev is LATE:
-                continue  # emitted before the terminal state we already hold: not news
+            if prev is LATE:  # older than what the ledger holds: no transition to judge,
+                prev = None  # but its spelling is still what the agent sent
             if reading.exact and reading.mapped and (prev is None or not prev.state.is_terminal):
                 continue  # fast path: nothing on the observation side can hold
             if heartbeat is None:

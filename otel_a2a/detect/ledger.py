@@ -233,10 +233,14 @@ class TaskLedger:
         in which case it links a copy; either way the caller should not modify it afterwards.
         The returned previous observation is detached and never changes again.
 
-        ``sent_at`` is the agent's timestamp of a non-terminal report: when the task is held
-        terminal at a stamp no earlier, the report is a late frame (emitted before the end, read
-        after it), nothing is recorded and :data:`LATE` is returned. Judged under the lock, so
-        no terminal observation can land between the check and the update.
+        Nothing is recorded and :data:`LATE` is returned for an observation older than the
+        one held: taken before it (``at``) and recorded after it by another thread, it must not
+        replace newer state or a newer card etag. Likewise when ``sent_at``, the agent's
+        timestamp of a non-terminal report, is no later than that of the terminal state held:
+        a late frame (emitted before the end, read after it). Judged under the lock, so no
+        observation can land between the check and the update. (A stream's frames move the
+        held ``at`` forward: a state read a moment before such a frame is left to the stream,
+        which carries the task's status updates.)
         """
         kind = obs._kind
         # Hot path: list moves are inlined (a method call costs as much as the move itself).
@@ -244,7 +248,9 @@ class TaskLedger:
             node = obs if obs._prev is _DETACHED else obs._copy(obs.at)
             index = self._index
             prev = index.get(node.task_id)
-            if sent_at is not None and prev is not None and _late(prev, sent_at):
+            if prev is not None and (
+                node.at < prev.at or (sent_at is not None and _late(prev, sent_at))
+            ):
                 return LATE
             if prev is not None:
                 p, n = prev._prev, prev._next

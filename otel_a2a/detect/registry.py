@@ -194,18 +194,21 @@ class CardRegistry:
         self._agents[agent] = entry
         return entry
 
-    def _drop_routes(self, agent: str, entry: _Agent) -> None:
+    def _drop_routes(
+        self, agent: str, entry: _Agent, keep: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         for route_origin, prefix in entry.prefixes:
             routes = self._routes.get(route_origin)
-            if routes is None or routes.get(prefix) != agent:
-                continue  # another agent's card claimed it since
+            if (route_origin, prefix) in keep or routes is None or routes.get(prefix) != agent:
+                continue  # still ours, or another agent's card claimed it since
             del routes[prefix]
             if not routes:
                 del self._routes[route_origin]
-        entry.prefixes = ()
+        entry.prefixes = keep
 
     def _set_routes(self, agent: str, entry: _Agent, card: CardInfo) -> None:
-        self._drop_routes(agent, entry)
+        """The new card's routes first, then the old ones it no longer declares: a request
+        routed meanwhile (reads take no lock) never finds its agent's prefix missing."""
         owned: list[tuple[str, str]] = []
         split = _split(agent)
         if split is not None and split[2]:  # served under a base path: what is under it is ours
@@ -219,7 +222,7 @@ class CardRegistry:
                 owned.append(key)
         for route_origin, prefix in owned:
             self._routes.setdefault(route_origin, {})[prefix] = agent  # the latest card wins
-        entry.prefixes = tuple(owned)
+        self._drop_routes(agent, entry, keep=tuple(owned))
 
     # -- queries --------------------------------------------------------------------------------
 

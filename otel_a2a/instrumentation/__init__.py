@@ -38,6 +38,7 @@ fall back to the default.
 from __future__ import annotations
 
 import atexit
+import threading
 from collections.abc import Collection
 from typing import Any
 
@@ -63,6 +64,9 @@ from otel_a2a.package import _instruments
 __all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
 
 
+_toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
+
+
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
 
@@ -73,13 +77,20 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def instrument(self, **kwargs: Any) -> None:
         """As ``BaseInstrumentor.instrument``; an explicit call naming providers replaces the
-        instrumentation ``OTEL_A2A_ENABLED`` made at start-up instead of being ignored."""
+        instrumentation ``OTEL_A2A_ENABLED`` made at start-up instead of being ignored.
+        Concurrent calls are serialised: the base class checks and sets "instrumented" in two
+        steps, and two threads could both wrap ``send``."""
         named = (
             kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider") is not None
         )
-        if named and self._implicit and self.is_instrumented_by_opentelemetry:
-            self.uninstrument()
-        super().instrument(**kwargs)
+        with _toggle_lock:
+            if named and self._implicit and self.is_instrumented_by_opentelemetry:
+                self.uninstrument()
+            super().instrument(**kwargs)
+
+    def uninstrument(self, **kwargs: Any) -> None:
+        with _toggle_lock:
+            super().uninstrument(**kwargs)
 
     def _instrument(self, **kwargs: Any) -> None:
         settings = load_settings()

@@ -67,21 +67,23 @@ class liveness_decision:
             span = rt.tracer.start_span(
                 f"A2A {sc.OP_DECISION}", kind=SpanKind.INTERNAL, attributes=attributes
             )
-            self.verdict = rt.decide(
+            # this entry's own verdict: another thread may enter the same instance meanwhile
+            verdict = rt.decide(
                 span,
                 self.task_id,
                 agent,
                 sc.OP_DECISION,
                 assumes_live=assumes_live(self.assumed_state),
             )
+            self.verdict = verdict  # the latest, for the caller to read
             token = context.attach(trace.set_span_in_context(span))
             _OPEN.set((*_OPEN.get(), (self, span, token)))
             self._last = (span, token)
         except Exception as exc:
             rt.error(exc)
             return self
-        if rt.settings.enforce and self.verdict is not None and not self.verdict.ok:
-            error = TaskStateDivergenceError(self.verdict)
+        if rt.settings.enforce and not verdict.ok:
+            error = TaskStateDivergenceError(verdict)
             self.__exit__(type(error), error, None)
             raise error
         return self

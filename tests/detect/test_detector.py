@@ -100,6 +100,17 @@ def test_terminal_regression() -> None:
     assert verdicts[0].evidence.last_state is TaskState.COMPLETED
 
 
+def test_a_report_older_than_the_observation_held_changes_nothing_but_is_judged() -> None:
+    """Recorded after a newer one (another thread was faster): no regression, no new etag or
+    state, but a wrong spelling is still what the agent sent."""
+    det = detector()
+    det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0)
+    older = det.on_reports(AGENT, [report("t1", "Working")], Operation.GET_TASK, 9.0)
+    assert [v.reason for v in older] == [R.NON_CANONICAL_STATE]
+    held = det.ledger.get("t1")
+    assert held is not None and held.state is TaskState.COMPLETED and held.at == 10.0
+
+
 def test_task_lost_then_forgotten() -> None:
     det = detector()
     assert det.on_task_not_found("never-seen", 1.0) is None

@@ -360,9 +360,9 @@ def test_a_late_frame_is_refused_under_the_lock() -> None:
         raw, stamp = "TASK_STATE_COMPLETED", "2026-12-02T15:00:10Z"
         return Observation("t", "a", TaskState.COMPLETED, raw, True, at, None, "GetTask", stamp)
 
-    def frame() -> Observation:
+    def frame(at: float = 6.0) -> Observation:
         raw = "TASK_STATE_WORKING"
-        return Observation("t", "a", TaskState.WORKING, raw, True, 6.0, None, "SubscribeToTask")
+        return Observation("t", "a", TaskState.WORKING, raw, True, at, None, "SubscribeToTask")
 
     ledger.observe(done(5.0))
     assert ledger.observe(frame(), "2026-12-02T15:00:09Z") is LATE
@@ -371,7 +371,23 @@ def test_a_late_frame_is_refused_under_the_lock() -> None:
     assert held is not None and held.state is TaskState.COMPLETED and held.at == 5.0
     assert ledger.observe(frame(), "not a timestamp") is not LATE  # unreadable: by arrival
     ledger.observe(done(7.0))
-    prev = ledger.observe(frame(), "2026-12-02T15:00:11Z")  # stamped later: a real regression
+    prev = ledger.observe(frame(8.0), "2026-12-02T15:00:11Z")  # stamped later: a regression
     assert prev is not None and prev is not LATE and prev.state is TaskState.COMPLETED
     held = ledger.get("t")
     assert held is not None and held.state is TaskState.WORKING
+
+
+def test_an_observation_older_than_the_one_held_is_not_recorded() -> None:
+    """Taken first, recorded last (another thread was faster): it must not replace newer
+    state or a newer card etag; an observation of the same instant is recorded."""
+    ledger = TaskLedger(10)
+
+    def seen(state: TaskState, at: float, etag: str) -> Observation:
+        return Observation("t", "a", state, state.value, True, at, etag, "GetTask")
+
+    ledger.observe(seen(TaskState.FAILED, 2.0, "e2"))
+    assert ledger.observe(seen(TaskState.WORKING, 1.0, "e1")) is LATE
+    held = ledger.get("t")
+    assert held is not None and (held.state, held.at, held.etag) == (TaskState.FAILED, 2.0, "e2")
+    prev = ledger.observe(seen(TaskState.WORKING, 2.0, "e2"))
+    assert prev is not None and prev is not LATE and prev.state is TaskState.FAILED

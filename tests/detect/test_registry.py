@@ -197,3 +197,27 @@ def test_two_agents_on_one_origin_are_two_agents() -> None:
     assert reg.agent_for_url("http://gw/agents/a/tasks/1") == key_a
     assert reg.agent_for_url("http://gw/agents/b:subscribe") == key_b
     assert reg.agent_for_url("http://gw/agents/c/tasks/1") == "http://gw"
+
+
+def test_a_card_update_never_unroutes_a_prefix_it_keeps() -> None:
+    """Routes are read without the lock: a re-fetched card sets its routes before dropping the
+    ones it no longer declares, so a request routed meanwhile never falls back to the bare
+    origin (no card, no etag: an etag change on its task would go unreported)."""
+    deleted: list[str] = []
+
+    class Watched(dict[str, str]):
+        def __delitem__(self, key: str) -> None:
+            deleted.append(key)
+            super().__delitem__(key)
+
+    reg = CardRegistry()
+    agent = "http://gw.test/agents/a"
+    rpc, rest = f"{agent}/rpc", f"{agent}/rest"
+    reg.update(agent, make_card('"v1"', interfaces=(rpc, rest)))
+    reg._routes["http://gw.test"] = Watched(reg._routes["http://gw.test"])
+    reg.update(agent, make_card('"v2"', interfaces=(rpc, rest)))
+    assert deleted == []
+    reg.update(agent, make_card('"v3"', interfaces=(rpc,)))
+    assert deleted == ["/agents/a/rest"]
+    assert reg.agent_for_url(f"{rpc}/x") == agent
+    assert reg.agent_for_url(f"{rest}/x") == agent  # under the agent's base path all the same

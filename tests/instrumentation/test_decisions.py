@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -11,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_a2a import DivergenceReason, TaskStateDivergenceError, liveness_decision
+from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation import DivergenceSpanProcessor
 from tests.instrumentation.conftest import FakeAgent, Harness, divergences, make_harness
 
@@ -116,6 +118,47 @@ def test_one_instance_entered_again_while_open(otel: Harness) -> None:
 
     assert asyncio.run(main()) == [False, False]
     assert len(otel.spans("A2A liveness_decision")) == 4  # all ended
+
+
+def test_one_instance_shared_by_threads_acts_on_each_entrys_own_verdict(
+    enforcing: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thread A's decision diverges; thread B enters the same instance and decides ok while A
+    is between deciding and acting (forced at A's context attach): A still raises, B runs."""
+    from otel_a2a.instrumentation import decision, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    shared = liveness_decision("t1")
+    real_attach = decision.context.attach
+    outcomes: list[str] = []
+    a_between = [True]
+
+    def b_enters() -> None:
+        with shared:
+            outcomes.append("B ran")
+
+    def attach(ctx: object) -> object:
+        if a_between:  # A decided (no observation) and has not acted yet
+            a_between.clear()
+            monkeypatch.setattr(rt.detector, "decide", lambda task_id, *a, **k: _ok(task_id))
+            thread = threading.Thread(target=b_enters)
+            thread.start()
+            thread.join(timeout=30)
+            assert outcomes == ["B ran"]
+        return real_attach(ctx)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decision.context, "attach", attach)
+    with pytest.raises(TaskStateDivergenceError) as info, shared:
+        outcomes.append("A ran")
+    assert info.value.reason is DivergenceReason.NO_OBSERVATION
+    assert outcomes == ["B ran"]
+
+
+def _ok(task_id: str) -> Verdict:
+    from otel_a2a.detect.verdict import Evidence
+
+    return Verdict(None, Evidence(task_id, None, None, None, None, None, None, 30.0))
 
 
 def test_exit_in_another_context_still_ends_the_span(otel: Harness) -> None:
