@@ -312,8 +312,8 @@ class Exchange:
     def _observe_prefix(self, body: bytes | bytearray) -> None:
         """An oversized body: look for the state in growing prefixes, never beyond
         ``OTEL_A2A_MAX_BODY_BYTES`` (a Message reply carries no state at all: stop there)."""
-        limit = min(len(body), self.rt.settings.max_body_bytes)
-        self._apply(extract_from_prefixes(self.a2a, self.status, body[:limit]), streamed=False)
+        limit = self.rt.settings.max_body_bytes
+        self._apply(extract_from_prefixes(self.a2a, self.status, body, limit), streamed=False)
 
     def _observe_body(self, body: bytes) -> None:
         op = self.a2a.operation

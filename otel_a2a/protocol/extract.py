@@ -88,13 +88,16 @@ def extract_prefix(request: A2ARequest, status: int, prefix: bytes | bytearray) 
 
 
 def extract_from_prefixes(
-    request: A2ARequest, status: int, body: bytes | bytearray
+    request: A2ARequest, status: int, body: bytes | bytearray, limit: int | None = None
 ) -> ResponseFacts:
-    """:func:`extract_prefix` on growing prefixes of ``body`` (see ``PREFIX_STEPS``), stopping
-    at the first that tells something (a Message reply carries no state at all: stop there)."""
+    """:func:`extract_prefix` on growing prefixes of ``body`` up to ``limit`` bytes (see
+    ``PREFIX_STEPS``), stopping at the first that tells something (a Message reply carries no
+    state at all: stop there). Each prefix is a copy of that many bytes, the whole body none."""
     facts = UNRECOGNIZED
-    for step in (*(n for n in PREFIX_STEPS if n < len(body)), len(body)):
-        facts = extract_prefix(request, status, body[:step])
+    size = len(body)
+    end = size if limit is None else min(size, limit)
+    for step in (*(n for n in PREFIX_STEPS if n < end), end):
+        facts = extract_prefix(request, status, body if step == size else body[:step])
         if facts.reports or facts.error is not None or facts.message_only:
             break
     return facts

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from otel_a2a.protocol.extract import (
     MAX_LIST_ENTRIES,
+    extract_from_prefixes,
     extract_prefix,
     extract_response,
     extract_stream_payload,
@@ -415,3 +416,21 @@ def test_a_byte_order_mark_is_skipped_as_httpx_does() -> None:
         ).encode()
     )
     assert [r.task_id for r in extract_response(GET_V03, 200, body).reports] == [TID]
+
+
+def test_prefixes_copy_only_what_they_parse() -> None:
+    """A 50 MiB body whose state is in its first bytes: the search copies one small prefix,
+    never the ``limit`` (a 4 MiB copy of it doubled the instrumentation's memory)."""
+    import tracemalloc
+
+    task = {"id": TID, "contextId": CID, "status": {"state": "TASK_STATE_WORKING"}}
+    head = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {**task, "history": []}})
+    body = head[:-2].encode() + b'"' + b"x" * (50 << 20) + b'"]}}'
+    tracemalloc.start()
+    try:
+        facts = extract_from_prefixes(GET_V1, 200, body, 4 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.state.state for r in facts.reports if r.state] == [S.WORKING]
+    assert peak < 1 << 20
