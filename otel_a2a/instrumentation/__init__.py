@@ -37,7 +37,6 @@ fall back to the default.
 
 from __future__ import annotations
 
-import atexit
 import threading
 from collections.abc import Collection
 from typing import Any
@@ -51,7 +50,7 @@ from wrapt import wrap_function_wrapper
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.exchange import end_abandoned
+from otel_a2a.instrumentation.exchange import end_abandoned, end_abandoned_before_exit
 from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
@@ -107,10 +106,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         elif not attach_processor(tracer_provider or trace.get_tracer_provider()):
             rt.setup_pending = "attach"
         runtime.install(rt)
-        # abandoned responses' spans end before any provider's exit-time shutdown (the last
-        # handler registered runs first)
-        atexit.unregister(end_abandoned)
-        atexit.register(end_abandoned)
+        end_abandoned_before_exit()  # and again when the processor is attached to a provider
         wrap_function_wrapper(httpx.Client, "send", send)
         wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
 

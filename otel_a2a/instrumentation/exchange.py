@@ -8,6 +8,8 @@ called from the host's request path and contains its own failures (counted, neve
 
 from __future__ import annotations
 
+import atexit
+import threading
 import time
 import zlib
 from collections import deque
@@ -455,11 +457,29 @@ class Exchange:
 _abandoned: deque[tuple[Exchange, int]] = deque()
 
 
+_draining = threading.local()
+
+
 def end_abandoned() -> None:
-    """End the spans of responses the application dropped unread and unclosed."""
-    while _abandoned:
-        try:
-            exchange, at = _abandoned.popleft()
-        except IndexError:  # another thread took the last one
-            return
-        exchange.close(at)
+    """End the spans of responses the application dropped unread and unclosed. Not again
+    from within: a span processor that makes an httpx request while one of these spans
+    ends would re-enter itself."""
+    if not _abandoned or getattr(_draining, "active", False):
+        return
+    _draining.active = True
+    try:
+        while _abandoned:
+            try:
+                exchange, at = _abandoned.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            exchange.close(at)
+    finally:
+        _draining.active = False
+
+
+def end_abandoned_before_exit() -> None:
+    """(Re-)register :func:`end_abandoned` to run at exit before the shutdown of every
+    provider made so far (``atexit`` runs the last registered first)."""
+    atexit.unregister(end_abandoned)
+    atexit.register(end_abandoned)

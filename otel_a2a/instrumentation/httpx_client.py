@@ -79,15 +79,16 @@ def _late_setup(rt: runtime.Runtime) -> None:
 
 async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
     """Configuring the SDK takes 50-350 ms (imports, resource detection, exporters): it runs
-    in a worker thread so that the event loop goes on (asyncio or trio, as httpx's own anyio
-    runs); this request waits for it, as a synchronous one does."""
-    try:
-        from anyio import to_thread
-    except Exception as exc:  # pragma: no cover - anyio comes with httpx
-        rt.error(exc)
+    in a worker thread so that the event loop goes on (asyncio or trio, through httpx's own
+    anyio); this request waits for it, as a synchronous one does. Attaching the processor is
+    cheap and stays inline. The hop has a limiter of its own: the default one may be held
+    whole by the application's threads waiting on this very request."""
+    if rt.setup_pending != "configure":
         _late_setup(rt)
         return
-    await to_thread.run_sync(_late_setup, rt)
+    from anyio import CapacityLimiter, to_thread
+
+    await to_thread.run_sync(_late_setup, rt, limiter=CapacityLimiter(1))
 
 
 def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | None:

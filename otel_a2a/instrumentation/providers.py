@@ -18,6 +18,7 @@ from collections.abc import Callable
 from opentelemetry import metrics, trace
 from opentelemetry._logs import get_logger_provider
 
+from otel_a2a.instrumentation.exchange import end_abandoned_before_exit
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 
 _log = logging.getLogger("otel_a2a")
@@ -44,6 +45,7 @@ def attach_processor(provider: object) -> bool:
             processor = DivergenceSpanProcessor()
             add(processor)
             setattr(provider, _MARK, processor)
+            end_abandoned_before_exit()  # this provider may have registered its shutdown since
     return True
 
 

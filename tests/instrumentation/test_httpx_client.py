@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -12,6 +14,7 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_a2a.instrumentation import httpx_client, runtime
 from tests.instrumentation.conftest import V1, Harness, make_harness
@@ -166,3 +169,137 @@ def test_the_sdk_set_up_runs_off_the_event_loop(
     assert len(setup_threads) == 1 and setup_threads[0] != loop_thread
     assert rt.setup_pending is None
     assert len(otel.spans("A2A GetTask")) == 1
+
+
+def test_ending_dropped_responses_never_re_enters_a_span_processor(otel: Harness) -> None:
+    """An application processor that makes an httpx request in ``on_end`` (a webhook, say)
+    while a dropped response's span ends must not be re-entered by that request."""
+    depth, deepest, ended = [0], [0], []
+    webhook = httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE)
+
+    class Webhook(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            depth[0] += 1
+            deepest[0] = max(deepest[0], depth[0])
+            try:
+                ended.append(span.name)
+                webhook.get("/health")
+            finally:
+                depth[0] -= 1
+
+    otel.tracer_provider.add_span_processor(Webhook())
+    with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+        for _ in range(2):
+            client.send(client.build_request("POST", "/a2a", json=GET, headers=V1), stream=True)
+        gc.collect()
+        client.get("/health")
+    webhook.close()
+    assert ended == ["A2A GetTask", "A2A GetTask"]
+    assert deepest == [1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attaching_to_a_provider_stays_on_the_loop(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """Waiting for an SDK provider to attach to is a cheap check: no thread hop per request
+    (a non-SDK provider, to which nothing can be attached, would otherwise cost one forever)."""
+    from anyio import to_thread
+    from opentelemetry import trace
+    from opentelemetry.trace import NoOpTracerProvider
+
+    rt = runtime.current()
+    assert rt is not None
+    rt.setup_pending = "attach"
+    monkeypatch.setattr(trace, "get_tracer_provider", NoOpTracerProvider)
+    hops: list[object] = []
+    real_run_sync = to_thread.run_sync
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        hops.append(args[0])
+        return await real_run_sync(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(to_thread, "run_sync", counted)
+
+    async def main() -> None:
+        transport = httpx.MockTransport(_async_agent)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            for _ in range(3):
+                assert (await client.post("/a2a", json=GET, headers=V1)).status_code == 200
+
+    anyio.run(main, backend=backend)
+    assert hops == []
+    assert rt.setup_pending == "attach"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_sdk_set_up_needs_no_token_of_the_default_thread_limiter(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """Starlette runs sync endpoints on anyio's default limiter: threads waiting on this
+    request may hold all of it. The set-up hop has a limiter of its own."""
+    from anyio import to_thread
+
+    rt = runtime.current()
+    assert rt is not None
+    rt.setup_pending = "configure"
+    monkeypatch.setattr(httpx_client, "configure_from_environment", lambda: True)
+
+    async def main() -> None:
+        default = to_thread.current_default_thread_limiter()
+        before = default.total_tokens
+        default.total_tokens = 1
+        try:
+            async with default:  # the application's threads hold every token
+                with anyio.fail_after(30):
+                    transport = httpx.MockTransport(_async_agent)
+                    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+                        await client.post("/a2a", json=GET, headers=V1)
+        finally:
+            default.total_tokens = before
+
+    anyio.run(main, backend=backend)
+    assert rt.setup_pending is None
+    assert len(otel.spans("A2A GetTask")) == 1
+
+
+_EXIT_SCRIPT = """
+import gc, httpx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from otel_a2a.instrumentation import A2AInstrumentor
+
+class Printing(SpanExporter):
+    def export(self, spans):
+        for span in spans:
+            print("exported", span.name, flush=True)
+        return SpanExportResult.SUCCESS
+    def shutdown(self):
+        print("shutdown", flush=True)
+
+A2AInstrumentor().instrument()  # before the application's provider: attached at first use
+provider = TracerProvider()  # registers its exit-time shutdown now
+provider.add_span_processor(SimpleSpanProcessor(Printing()))
+trace.set_tracer_provider(provider)
+
+def agent(request):
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t1","status":{"state":"TASK_STATE_WORKING"}}}'
+    return httpx.Response(200, content=iter([body]))
+
+client = httpx.Client(transport=httpx.MockTransport(agent), base_url="http://agent.test")
+request = client.build_request(
+    "POST", "/a2a", headers={"A2A-Version": "1.0"},
+    json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}},
+)
+client.send(request, stream=True)  # dropped unread
+gc.collect()
+"""
+
+
+def test_a_dropped_response_is_exported_at_exit_before_the_provider_shuts_down() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["exported A2A GetTask", "shutdown"]
