@@ -9,6 +9,7 @@ SHOULD (spec §8.6 caching) or leave otel-a2a guessing (no heartbeat).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,8 +30,42 @@ _REQUIRED_V1 = (
     "skills",
 )
 _BINDINGS = frozenset(binding.value for binding in Binding)
+# v0.3 (types.ts@v0.3.0): protocolVersion has a default, so it may be absent
+_REQUIRED_V03 = (
+    "name",
+    "description",
+    "url",
+    "version",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
+)
 # a URL httpx cannot even parse is not an HTTPError
 _FETCH_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
+MAX_CARD_BYTES = 8 * 1024 * 1024  # cards are a few KB; a larger body is refused unread
+FETCH_DEADLINE = 30.0  # seconds for a whole fetch (the client timeout bounds each read only)
+
+
+class _FetchRefused(Exception):
+    """A card body too large, or too slow to arrive."""
+
+
+def _get(
+    http: httpx.Client, url: str, headers: dict[str, str] | None = None
+) -> tuple[httpx.Response, bytes]:
+    """GET with a bound on the body and on the whole time (a server trickling one byte per
+    read timeout would otherwise hold the check forever)."""
+    deadline = time.monotonic() + FETCH_DEADLINE
+    with http.stream("GET", url, headers=headers) as response:
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_CARD_BYTES:
+                raise _FetchRefused(f"body over {MAX_CARD_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise _FetchRefused(f"still arriving after {FETCH_DEADLINE:g} s")
+        return response, bytes(body)
 
 
 @dataclass
@@ -56,15 +91,25 @@ def card_url(url: str) -> str:
 def _problems(
     doc: dict[str, Any], card: CardInfo, report: CardReport, etag_header: str | None
 ) -> None:
-    if "supportedInterfaces" not in doc and "url" in doc:
+    interfaces = doc.get("supportedInterfaces")
+    if interfaces is None and "url" in doc:
         report.warnings.append(
             "v0.3-style card (no supportedInterfaces): a v1.0 client may not find an interface"
         )
+        missing = [key for key in _REQUIRED_V03 if key not in doc]
+        if missing:
+            report.errors.append("missing required v0.3 fields: " + ", ".join(missing))
+        url = doc.get("url")
+        if not isinstance(url, str) or not urlsplit(url).netloc:
+            report.errors.append(f"url is not an absolute URL: {url!r}")
     else:
         missing = [key for key in _REQUIRED_V1 if key not in doc]
         if missing:
             report.errors.append("missing required v1.0 fields: " + ", ".join(missing))
-    for i, entry in enumerate(doc.get("supportedInterfaces") or []):
+    if interfaces is not None and not isinstance(interfaces, list):
+        report.errors.append("supportedInterfaces is not an array")
+        interfaces = None
+    for i, entry in enumerate(interfaces or []):
         if not isinstance(entry, dict):
             report.errors.append(f"supportedInterfaces[{i}] is not an object")
             continue
@@ -103,8 +148,8 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
     http = client or httpx.Client(timeout=10.0, follow_redirects=True)
     try:
         try:
-            response = http.get(report.url)
-        except _FETCH_ERRORS as exc:
+            response, body = _get(http, report.url)
+        except (*_FETCH_ERRORS, _FetchRefused) as exc:
             report.errors.append(f"fetch failed: {type(exc).__name__}: {exc}")
             return report
         report.status = response.status_code
@@ -112,10 +157,10 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
         if response.status_code != 200:
             report.errors.append(f"card fetch answered HTTP {response.status_code}")
             return report
-        card = parse_card(200, response.headers, response.content)
+        card = parse_card(200, response.headers, body)
         try:
-            doc = json.loads(response.content)
-        except ValueError:
+            doc = json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: nested thousands deep
             doc = None
         if card is None or not isinstance(doc, dict):
             report.errors.append("the body is not a JSON Agent Card")
@@ -125,8 +170,8 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
         _problems(doc, card, report, etag_header)
         if etag_header is not None:
             try:
-                again = http.get(report.url, headers={"If-None-Match": etag_header})
-            except _FETCH_ERRORS as exc:
+                again, _ = _get(http, report.url, {"If-None-Match": etag_header})
+            except (*_FETCH_ERRORS, _FetchRefused) as exc:
                 report.revalidation = f"failed: {type(exc).__name__}"
                 report.warnings.append(f"revalidation failed: {type(exc).__name__}: {exc}")
                 return report

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -240,7 +241,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("otel-a2a: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `otel-a2a analyze ... | head`: the reader has what it wanted
+        # Python would complain again when flushing stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -10,9 +10,12 @@ import OpenTelemetry; only the receiver does.
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from otel_a2a.analyze.correlate import Correlator, Stats, states_conflict
@@ -42,6 +45,50 @@ __all__ = [
 ]
 
 
+_MAX_DOCUMENT = 256 * 1024 * 1024  # a pretty-printed request is read whole up to this size
+
+
+def _open(path: str) -> TextIO:
+    """A file as text: gzip (the collector's ``compression: gzip``) recognised by its magic
+    bytes, a UTF-8 byte-order mark dropped."""
+    with open(path, "rb") as probe:
+        gzipped = probe.read(2) == b"\x1f\x8b"
+    if gzipped:
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
+
+
+def _batches(stream: TextIO) -> Iterator[Batch]:
+    """One batch per line (the file exporter's format), or one for a whole file holding a
+    single pretty-printed request (``jq .`` output) when its first line is no JSON alone."""
+    first = stream.readline()
+    try:
+        if first.strip():
+            json.loads(first)
+        whole = False
+    except (ValueError, RecursionError):
+        whole = _small_plain_file(stream)
+    if whole:
+        try:
+            doc = json.loads(first + stream.read())
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict):
+            yield parse_request(doc)
+            return
+        stream.seek(0)
+        yield from parse_lines(stream)
+        return
+    yield from parse_lines(itertools.chain([first], stream))
+
+
+def _small_plain_file(stream: TextIO) -> bool:
+    try:
+        return stream.seekable() and os.fstat(stream.fileno()).st_size <= _MAX_DOCUMENT
+    except (OSError, ValueError):
+        return False
+
+
 def analyze_files(
     paths: Sequence[str],
     *,
@@ -64,9 +111,9 @@ def analyze_files(
     for path in paths:
         lines = good = bad = spans = 0
         try:
-            stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+            stream = sys.stdin if path == "-" else _open(path)
             try:
-                for batch in parse_lines(stream):
+                for batch in _batches(stream):
                     lines += 1
                     spans += batch.spans
                     if batch.spans == 0 and batch.errors:
@@ -77,7 +124,7 @@ def analyze_files(
             finally:
                 if stream is not sys.stdin:
                     stream.close()
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, EOFError, UnicodeDecodeError) as exc:  # EOFError: a cut gzip file
             print(f"otel-a2a analyze: {path}: cannot read: {exc}", file=err)
             unreadable = True
             continue
@@ -85,7 +132,11 @@ def analyze_files(
             print(f"otel-a2a analyze: {path}: no OTLP JSON trace request in it", file=err)
             unreadable = True
         elif lines and not spans:  # valid OTLP JSON, but metrics or logs
-            print(f"otel-a2a analyze: {path}: no trace spans in it (a traces export?)", file=err)
+            print(
+                f"otel-a2a analyze: {path}: no trace spans in it (a metrics or logs export? "
+                "analyze reads the traces export)",
+                file=err,
+            )
             unreadable = True
         elif bad:
             print(f"otel-a2a analyze: {path}: skipped {bad} unreadable line(s)", file=err)

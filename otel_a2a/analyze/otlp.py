@@ -89,6 +89,8 @@ def _nanos(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
+    if isinstance(value, float):  # a JSON number written with an exponent (1.7e18)
+        return int(value) if value.is_integer() and value >= 0 else None
     if isinstance(value, str):
         try:
             number = int(value)
@@ -117,7 +119,7 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
     attrs = attributes(span.get("attributes"))
     start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
     if start is None:
-        return []
+        raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
     end = start if end is None or end < start else end
     base = Belief(
         service=service,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import threading
 import zlib
 from collections.abc import Callable
@@ -34,6 +35,13 @@ _OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+MAX_BODIES_IN_HAND = 8  # requests whose body is being read or waits to be decoded
+
+
+def _length(text: str | None) -> int | None:
+    """A Content-Length value, or None (``str.isdigit`` accepts ``²``, which ``int`` does not)."""
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 class BadRequest(ValueError):
@@ -117,8 +125,10 @@ class Detector:
             description="Divergent liveness decisions and observations, by reason",
         )
 
-    def ingest(self, doc: dict[str, Any]) -> list[Finding]:
-        """Analyse one export request (OTLP JSON form); never raises on its content."""
+    def ingest(self, doc: dict[str, Any], *, report: bool = True) -> list[Finding]:
+        """Analyse one export request (OTLP JSON form); never raises on its content. The
+        findings go to ``on_finding`` now, or with ``report=False`` when the caller calls
+        :meth:`report` (the receiver: after answering, outside its locks)."""
         batch = parse_request(doc)
         with self._lock:
             self.requests += 1
@@ -135,12 +145,21 @@ class Detector:
                 if b.agent_name:
                     attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
                 self._counter.add(1, attrs)
-                if self._on_finding is not None:
-                    try:
-                        self._on_finding(finding)
-                    except Exception:
-                        _log.exception("finding callback failed")
+        if report:
+            self.report(findings)
         return findings
+
+    def report(self, findings: list[Finding]) -> None:
+        """Hand findings to ``on_finding``, outside every lock: a stdout nobody reads blocks
+        the request that found them, not every other one."""
+        on_finding = self._on_finding
+        if on_finding is None:
+            return
+        for finding in findings:
+            try:
+                on_finding(finding)
+            except Exception:
+                _log.exception("finding callback failed")
 
     def close(self) -> None:
         if self._metrics_server is not None:
@@ -156,12 +175,16 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30  # a stalled client releases its thread
     server_version = "otel-a2a-detector/" + __version__
     _consumed = False  # whether this request's body was read (else drained before answering)
+    _extra_headers: list[tuple[str, str]] = []  # noqa: RUF012 - replaced per reply, never mutated
 
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
 
     def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
         self.send_response(status)
+        for name, value in self._extra_headers:
+            self.send_header(name, value)
+        self._extra_headers = []
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:  # tell the client, or it reuses a socket about to close
@@ -169,15 +192,70 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _error(self, status: HTTPStatus, message: str) -> None:
+    def _error(
+        self, status: HTTPStatus, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         # OTLP/HTTP: errors carry a google.rpc.Status; JSON is readable by every client
         if not self._consumed:
-            length = (self.headers.get("Content-Length") or "").strip()
-            if length.isdigit():
-                self._drain(int(length), 8 * self.server.max_body)
+            length = _length(self.headers.get("Content-Length"))
+            if length is not None and not self._chunked():
+                self._drain(length, 8 * self.server.max_body)
         body = json.dumps({"code": status.value, "message": message}).encode()
         self.close_connection = True
+        for name, value in (headers or {}).items():
+            self._extra_headers.append((name, value))
         self._reply(status, body, "application/json")
+
+    def _chunked(self) -> bool:
+        return (self.headers.get("Transfer-Encoding") or "").strip().lower() == "chunked"
+
+    def _read_body(self, limit: int) -> bytes | None:
+        """The request body, by Content-Length or chunked (the OpenTelemetry JS exporter
+        streams its body without a length); ``None`` when an error was answered."""
+        self._consumed = True
+        if self._chunked():
+            parts: list[bytes] = []
+            total = 0
+            while True:
+                line = self.rfile.readline(1024)
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    size = -1
+                if size < 0:
+                    self._error(HTTPStatus.BAD_REQUEST, "malformed chunked body")
+                    return None
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                total += size
+                if total > limit:
+                    self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
+                    return None
+                chunk = self.rfile.read(size)
+                self.rfile.readline(3)  # the chunk's CRLF
+                if len(chunk) != size:
+                    self._error(HTTPStatus.BAD_REQUEST, "truncated body")
+                    return None
+                parts.append(chunk)
+        if self.headers.get("Transfer-Encoding"):
+            self._error(HTTPStatus.NOT_IMPLEMENTED, "unsupported transfer encoding")
+            return None
+        length = _length(self.headers.get("Content-Length"))
+        if length is None:
+            self._consumed = False
+            self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length or chunked body required")
+            return None
+        if length > limit:
+            self._consumed = False  # drained (up to a bound) so that the client reads the 413
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
+            return None
+        body = self.rfile.read(length)
+        if len(body) != length:
+            self._error(HTTPStatus.BAD_REQUEST, "truncated body")
+            return None
+        return body
 
     def _drain(self, length: int, most: int) -> None:
         """Read and drop a refused body (up to ``most`` bytes), so that the client still gets
@@ -199,31 +277,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._consumed = False
+        self._extra_headers = []
+        # Connections are not bounded, bodies in hand are: a few read at once, one decoded at
+        # a time (a 16 MiB protobuf body becomes ~0.5 GB of Python objects). Exporters retry
+        # a 503.
+        if not self.server.reading.acquire(timeout=self.server.busy_wait):
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "busy, retry later", {"Retry-After": "1"})
+            return
+        findings: list[Finding] = []
         try:
-            self._post()
+            findings = self._post()
         except Exception as exc:  # never let one request take the receiver down
             _log.exception("request failed")
             with contextlib.suppress(OSError):
                 self._error(HTTPStatus.INTERNAL_SERVER_ERROR, type(exc).__name__)
+        finally:
+            self.server.reading.release()
+        self.server.detector.report(findings)
 
-    def _post(self) -> None:
+    def _post(self) -> list[Finding]:
+        """Answer one export request; the findings are reported after the answer."""
         if self.path.split("?", 1)[0] != TRACES_PATH:
             self._error(HTTPStatus.NOT_FOUND, "POST OTLP traces to /v1/traces")
-            return
+            return []
         limit = self.server.max_body
-        length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.strip().isdigit():
-            self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required")
-            return
-        length = int(length_text)
-        if length > limit:
-            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-            return
-        body = self.rfile.read(length)
-        self._consumed = True
-        if len(body) != length:
-            self._error(HTTPStatus.BAD_REQUEST, "truncated body")
-            return
+        body = self._read_body(limit)
+        if body is None:
+            return []
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding == "gzip":
             inflater = zlib.decompressobj(wbits=31)
@@ -231,16 +311,19 @@ class _Handler(BaseHTTPRequestHandler):
                 body = inflater.decompress(body, limit + 1)
             except zlib.error:
                 self._error(HTTPStatus.BAD_REQUEST, "invalid gzip body")
-                return
+                return []
             if len(body) > limit or inflater.unconsumed_tail:
                 self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-                return
+                return []
         elif encoding != "identity":
             self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"unsupported encoding {encoding!r}")
-            return
+            return []
         content_type = self.headers.get("Content-Type") or ""
         try:
-            doc = decode_body(body, content_type)
+            with self.server.decoding:
+                doc = decode_body(body, content_type)
+                del body
+                findings = self.server.detector.ingest(doc, report=False)
         except BadRequest as exc:
             status = (
                 HTTPStatus.UNSUPPORTED_MEDIA_TYPE
@@ -248,12 +331,13 @@ class _Handler(BaseHTTPRequestHandler):
                 else HTTPStatus.BAD_REQUEST
             )
             self._error(status, str(exc))
-            return
-        self.server.detector.ingest(doc)
+            return []
+        del doc
         if content_type.lower().startswith("application/x-protobuf"):
             self._reply(HTTPStatus.OK, b"", "application/x-protobuf")  # empty response message
         else:
             self._reply(HTTPStatus.OK, b"{}", "application/json")
+        return findings
 
 
 class Receiver(ThreadingHTTPServer):
@@ -269,9 +353,15 @@ class Receiver(ThreadingHTTPServer):
         port: int = 4318,
         *,
         max_body: int = DEFAULT_MAX_BODY,
+        busy_wait: float = 10.0,
     ) -> None:
         self.detector = detector
         self.max_body = max_body
+        self.reading = threading.BoundedSemaphore(MAX_BODIES_IN_HAND)
+        self.decoding = threading.Lock()
+        self.busy_wait = busy_wait  # seconds a request waits for its turn before a 503
+        if ":" in host:  # an IPv6 address (``::1``, ``::``)
+            self.address_family = socket.AF_INET6
         super().__init__((host, port), _Handler)
 
     @property

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +109,65 @@ def test_bad_options_exit_2(
         main(["analyze", option, value, str(tmp_path)])
     assert exc.value.code == 2
     assert f"argument {option}: {value!r}: {says}" in capsys.readouterr().err
+
+
+def test_files_as_users_have_them_gzip_bom_pretty_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The collector's ``compression: gzip``, an editor's byte-order mark, ``jq .`` output:
+    each read like the plain line format (two findings between the two services)."""
+    zipped = tmp_path / "gateway.jsonl.gz"
+    zipped.write_bytes(gzip.compress(json.dumps(GATEWAY).encode() + b"\n"))
+    bom = tmp_path / "orchestrator.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(ORCHESTRATOR).encode() + b"\n")
+    pretty = tmp_path / "orchestrator.json"
+    pretty.write_text(json.dumps(ORCHESTRATOR, indent=2))
+    for second in (bom, pretty):
+        assert main(["analyze", str(zipped), str(second)]) == 1
+        captured = capsys.readouterr()
+        assert len(captured.out.splitlines()) == 2
+        assert "0 malformed" in captured.err
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(zipped.read_bytes()[:-8])
+    assert main(["analyze", str(cut)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_span_times_as_json_numbers_and_spans_without_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``1.7e18`` is an integral JSON number (read); a span with no start time is malformed
+    (counted, not dropped silently)."""
+    doc = json.loads(json.dumps(GATEWAY))
+    first, second = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    first["startTimeUnixNano"] = float(first["startTimeUnixNano"])
+    del second["startTimeUnixNano"]
+    assert main(["analyze", _write(tmp_path / "f.jsonl", doc)]) == 0
+    err = capsys.readouterr().err
+    assert "2 spans, 1 task beliefs" in err and "1 malformed" in err
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """``otel-a2a analyze … | head -1``."""
+    ids = [f"{i:016x}" for i in range(1, 3001)]  # 3,000 conflicts: more than a pipe holds
+    gateway = request(
+        "gateway", *(span(f"t{i}", "TASK_STATE_FAILED", 0, 10, span_id=i) for i in ids)
+    )
+    orchestrator = request(
+        "orchestrator", *(span(f"t{i}", "TASK_STATE_WORKING", 0, 20, span_id=i) for i in ids)
+    )
+    a = _write(tmp_path / "gateway.json", gateway)
+    b = _write(tmp_path / "orchestrator.json", orchestrator)
+    script = (
+        "import sys; from otel_a2a.cli import main; sys.stdout.close = lambda: None; "
+        f"sys.exit(main(['analyze', {a!r}, {b!r}]))"
+    )
+    reader = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.readline()
+    reader.stdout.close()  # as `head -1` does
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err

@@ -6,6 +6,8 @@ import base64
 import copy
 import gzip
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_a2a.analyze import Correlator, Finding
-from otel_a2a.analyze.receiver import Detector, Receiver
+from otel_a2a.analyze.receiver import MAX_BODIES_IN_HAND, Detector, Receiver
 from otel_a2a.cli import main
 from tests.analyze.samples import request, span
 
@@ -150,3 +152,96 @@ def test_dump_is_analyzable_offline(running: Running, capsys: pytest.CaptureFixt
     )
     assert main(["analyze", str(running.dump_path)]) == 1
     assert "cross_runtime_conflict" in capsys.readouterr().out
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    """One request over a plain socket (for what httpx will not send), the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_chunked_bodies_as_the_opentelemetry_js_exporter_sends_them(running: Running) -> None:
+    body = json.dumps(GATEWAY).encode()
+    parts = iter([body[:10], body[10:]])  # no Content-Length: httpx sends it chunked
+    answer = running.client.post(
+        running.url, content=parts, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 200
+    assert answer.request.headers["Transfer-Encoding"] == "chunked"
+    assert running.detector.correlator.stats.beliefs == 1
+    big = iter([b"{" + b" " * (40 * 1024), b" " * (40 * 1024) + b"}"])
+    refused = running.client.post(
+        running.url, content=big, headers={"Content-Type": "application/json"}
+    )
+    assert refused.status_code == 413
+    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    malformed = _raw(running.receiver.port, head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")
+    assert malformed.startswith(b"HTTP/1.1 400")
+
+
+def test_a_content_length_that_is_no_number_is_answered(running: Running) -> None:
+    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    answer = _raw(running.receiver.port, head + "Content-Length: ²\r\n\r\n{}".encode())
+    assert answer.startswith(b"HTTP/1.1 411")
+
+
+def test_bodies_in_hand_are_bounded_and_a_busy_receiver_says_so(running: Running) -> None:
+    slots = running.receiver.reading
+    taken = 0
+    while slots.acquire(blocking=False):  # other requests hold every slot
+        taken += 1
+    assert taken == MAX_BODIES_IN_HAND
+    running.receiver.busy_wait = 0.05
+    try:
+        busy = running.post(json.dumps(GATEWAY).encode(), "application/json")
+    finally:
+        for _ in range(taken):
+            slots.release()
+    assert (busy.status_code, busy.headers.get("Retry-After")) == (503, "1")
+    assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+
+
+def test_a_stalled_finding_consumer_does_not_stop_other_requests(tmp_path: Path) -> None:
+    """``detector | less`` not reading: the request that found something waits on stdout,
+    every other one is still answered."""
+    entered, release = threading.Event(), threading.Event()
+
+    def stalled(finding: Finding) -> None:
+        entered.set()
+        release.wait(timeout=30)
+
+    detector = Detector(Correlator(), stalled)
+    receiver = Receiver(detector, "127.0.0.1", 0)
+    receiver.start()
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    try:
+        with httpx.Client(timeout=10) as client:
+            post = client.post
+            client.post(url, json=GATEWAY)
+            finder = threading.Thread(target=post, args=(url,), kwargs={"json": ORCHESTRATOR})
+            finder.start()
+            assert entered.wait(timeout=30)
+            with httpx.Client(timeout=10) as other:
+                assert other.post(url, json={"resourceSpans": []}).status_code == 200
+            release.set()
+            finder.join(timeout=30)
+    finally:
+        release.set()
+        receiver.stop()
+        detector.close()
+
+
+def test_listens_on_ipv6(tmp_path: Path) -> None:
+    detector = Detector(Correlator())
+    receiver = Receiver(detector, "::1", 0)
+    receiver.start()
+    try:
+        url = f"http://[::1]:{receiver.port}/v1/traces"
+        assert httpx.post(url, json=GATEWAY, timeout=10).status_code == 200
+    finally:
+        receiver.stop()
+        detector.close()

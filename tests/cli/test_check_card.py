@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -41,8 +43,26 @@ class _CardHandler(BaseHTTPRequestHandler):
         if case == "flaky" and self.headers.get("If-None-Match"):
             self.close_connection = True  # hang up without an answer: a failed revalidation
             return
-        if case == "broken":
-            card: object = BROKEN_CARD
+        if case == "slow":  # headers, then one byte per moment: each read is quick
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                while True:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.05)  # the trickle itself, not synchronisation
+            return
+        raw = RAW_CASES.get(case)
+        if raw is not None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        if case in CARD_CASES:
+            card: object = CARD_CASES[case]
             headers: dict[str, str] = {}
         else:
             card, headers = CARD, {"ETag": ETAG, "Cache-Control": "max-age=60"}
@@ -62,6 +82,15 @@ class _CardHandler(BaseHTTPRequestHandler):
 BROKEN_CARD = {
     "name": "x",
     "supportedInterfaces": [{"url": "/relative", "protocolBinding": "SOAP"}],
+}
+CARD_CASES: dict[str, object] = {
+    "broken": BROKEN_CARD,
+    "interfaces-not-a-list": {**CARD, "supportedInterfaces": 5},
+    "bare-v03": {"url": "/x"},
+}
+RAW_CASES = {
+    "deep": b"[" * 200_000,
+    "huge": b'{"name": "' + b"x" * (9 * 1024 * 1024) + b'"}',
 }
 
 
@@ -111,3 +140,32 @@ def test_non_card_body(card_server: str, capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "ERROR       the body is not a JSON Agent Card" in out
     assert "result      unusable" in out
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("interfaces-not-a-list", "supportedInterfaces is not an array"),
+        ("bare-v03", "missing required v0.3 fields: name, description"),
+        ("deep", "the body is not a JSON Agent Card"),
+        ("huge", "body over"),
+    ],
+)
+def test_cards_no_client_should_accept_are_reports_not_tracebacks(
+    card_server: str, case: str, says: str
+) -> None:
+    report = check_card(f"{card_server}/{case}/.well-known/agent-card.json")
+    assert report.exit_code in (1, 2)
+    assert any(says in e for e in report.errors), report.errors
+
+
+def test_a_card_trickling_in_is_given_up_on(
+    card_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each byte arrives within the read timeout: only a deadline on the whole fetch ends it."""
+    from otel_a2a import check_card as module
+
+    monkeypatch.setattr(module, "FETCH_DEADLINE", 0.5)
+    report = check_card(f"{card_server}/slow/.well-known/agent-card.json")
+    assert report.exit_code == 2
+    assert any("still arriving after 0.5 s" in e for e in report.errors), report.errors
