@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
@@ -48,17 +49,17 @@ __all__ = [
 _MAX_DOCUMENT = 256 * 1024 * 1024  # a pretty-printed request is read whole up to this size
 
 
-def _open(path: str) -> TextIO:
-    """A file as text: gzip (the collector's ``compression: gzip``) recognised by its magic
-    bytes, a UTF-8 byte-order mark dropped."""
+def _open(path: str) -> tuple[TextIO, bool]:
+    """A file as text, and whether it is plain (not gzip): gzip (the collector's
+    ``compression: gzip``) is recognised by its magic bytes, a UTF-8 byte-order mark dropped."""
     with open(path, "rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
     if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8-sig")
-    return open(path, encoding="utf-8-sig")
+        return gzip.open(path, "rt", encoding="utf-8-sig"), False
+    return open(path, encoding="utf-8-sig"), True
 
 
-def _batches(stream: TextIO) -> Iterator[Batch]:
+def _batches(stream: TextIO, plain: bool) -> Iterator[Batch]:
     """One batch per line (the file exporter's format), or one for a whole file holding a
     single pretty-printed request (``jq .`` output) when its first line is no JSON alone."""
     first = stream.readline()
@@ -67,7 +68,7 @@ def _batches(stream: TextIO) -> Iterator[Batch]:
             json.loads(first)
         whole = False
     except (ValueError, RecursionError):
-        whole = _small_plain_file(stream)
+        whole = plain and _small_file(stream)  # a gzip file's size says nothing of its text
     if whole:
         try:
             doc = json.loads(first + stream.read())
@@ -82,7 +83,7 @@ def _batches(stream: TextIO) -> Iterator[Batch]:
     yield from parse_lines(itertools.chain([first], stream))
 
 
-def _small_plain_file(stream: TextIO) -> bool:
+def _small_file(stream: TextIO) -> bool:
     try:
         return stream.seekable() and os.fstat(stream.fileno()).st_size <= _MAX_DOCUMENT
     except (OSError, ValueError):
@@ -111,9 +112,9 @@ def analyze_files(
     for path in paths:
         lines = good = bad = spans = 0
         try:
-            stream = sys.stdin if path == "-" else _open(path)
+            stream, plain = (sys.stdin, False) if path == "-" else _open(path)
             try:
-                for batch in _batches(stream):
+                for batch in _batches(stream, plain):
                     lines += 1
                     spans += batch.spans
                     if batch.spans == 0 and batch.errors:
@@ -124,7 +125,7 @@ def analyze_files(
             finally:
                 if stream is not sys.stdin:
                     stream.close()
-        except (OSError, EOFError, UnicodeDecodeError) as exc:  # EOFError: a cut gzip file
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:  # a cut or bad gzip
             print(f"otel-a2a analyze: {path}: cannot read: {exc}", file=err)
             unreadable = True
             continue

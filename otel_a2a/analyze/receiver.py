@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import socket
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any
@@ -35,7 +36,33 @@ _OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-MAX_BODIES_IN_HAND = 8  # requests whose body is being read or waits to be decoded
+MAX_BODIES_IN_HAND = 8  # bodies of the largest size held at once (read, or waiting to decode)
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
+class _Malformed(ValueError):
+    """A chunked body that breaks the framing."""
+
+
+class _ByteBudget:
+    """Bytes of request bodies held at once, across connections (which are not bounded)."""
+
+    def __init__(self, total: int) -> None:
+        self.free = total
+        self._cond = threading.Condition()
+
+    def reserve(self, size: int, timeout: float) -> bool:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.free >= size, timeout):
+                return False
+            self.free -= size
+            return True
+
+    def release(self, size: int) -> None:
+        if size:
+            with self._cond:
+                self.free += size
+                self._cond.notify_all()
 
 
 def _length(text: str | None) -> int | None:
@@ -176,6 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "otel-a2a-detector/" + __version__
     _consumed = False  # whether this request's body was read (else drained before answering)
     _extra_headers: list[tuple[str, str]] = []  # noqa: RUF012 - replaced per reply, never mutated
+    _reserved = 0  # bytes of the budget this request holds
 
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
@@ -198,7 +226,9 @@ class _Handler(BaseHTTPRequestHandler):
         # OTLP/HTTP: errors carry a google.rpc.Status; JSON is readable by every client
         if not self._consumed:
             length = _length(self.headers.get("Content-Length"))
-            if length is not None and not self._chunked():
+            if self._chunked():
+                self._drain_chunks(8 * self.server.max_body)
+            elif length is not None:
                 self._drain(length, 8 * self.server.max_body)
         body = json.dumps({"code": status.value, "message": message}).encode()
         self.close_connection = True
@@ -209,49 +239,76 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunked(self) -> bool:
         return (self.headers.get("Transfer-Encoding") or "").strip().lower() == "chunked"
 
+    def _chunks(self) -> Iterator[bytes]:
+        """The data of a chunked body, chunk by chunk; ``_Malformed`` on anything that is not
+        ``<hex size>[;ext]CRLF <data> CRLF``, trailers read and dropped."""
+        while True:
+            line = self.rfile.readline(1024)
+            size_text = line.split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(size_text) or not line.endswith(b"\n"):
+                raise _Malformed("malformed chunked body")
+            size = int(size_text, 16)
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return
+            chunk = self.rfile.read(size)
+            if len(chunk) != size:
+                raise _Malformed("truncated body")
+            if self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise _Malformed("malformed chunked body")
+            yield chunk
+
+    def _reserve(self, size: int) -> bool:
+        """Room for ``size`` more bytes of body in hand, waiting up to ``busy_wait``."""
+        if not self.server.budget.reserve(size, self.server.busy_wait):
+            return False
+        self._reserved += size
+        return True
+
+    def _busy(self) -> None:
+        self._error(HTTPStatus.SERVICE_UNAVAILABLE, "busy, retry later", {"Retry-After": "1"})
+
     def _read_body(self, limit: int) -> bytes | None:
         """The request body, by Content-Length or chunked (the OpenTelemetry JS exporter
-        streams its body without a length); ``None`` when an error was answered."""
-        self._consumed = True
+        streams its body without a length); ``None`` when an error was answered. Bytes are
+        reserved from the receiver's budget as they come: a client trickling a large body
+        holds only what it announced or sent, not a slot others wait for."""
         if self._chunked():
             parts: list[bytes] = []
             total = 0
-            while True:
-                line = self.rfile.readline(1024)
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    size = -1
-                if size < 0:
-                    self._error(HTTPStatus.BAD_REQUEST, "malformed chunked body")
-                    return None
-                if size == 0:
-                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                total += size
-                if total > limit:
-                    self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-                    return None
-                chunk = self.rfile.read(size)
-                self.rfile.readline(3)  # the chunk's CRLF
-                if len(chunk) != size:
-                    self._error(HTTPStatus.BAD_REQUEST, "truncated body")
-                    return None
-                parts.append(chunk)
+            chunks = self._chunks()
+            try:
+                for chunk in chunks:
+                    total += len(chunk)
+                    if total > limit:
+                        self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
+                        return None
+                    if not self._reserve(len(chunk)):
+                        self._busy()
+                        return None
+                    parts.append(chunk)
+            except _Malformed as exc:
+                self._consumed = True  # the stream is out of step: nothing more to read
+                self._error(HTTPStatus.BAD_REQUEST, str(exc))
+                return None
+            self._consumed = True
+            return b"".join(parts)
         if self.headers.get("Transfer-Encoding"):
             self._error(HTTPStatus.NOT_IMPLEMENTED, "unsupported transfer encoding")
             return None
         length = _length(self.headers.get("Content-Length"))
         if length is None:
-            self._consumed = False
             self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length or chunked body required")
             return None
-        if length > limit:
-            self._consumed = False  # drained (up to a bound) so that the client reads the 413
+        if length > limit:  # drained (up to a bound) so that the client reads the 413
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
             return None
+        if not self._reserve(length):
+            self._busy()
+            return None
         body = self.rfile.read(length)
+        self._consumed = True
         if len(body) != length:
             self._error(HTTPStatus.BAD_REQUEST, "truncated body")
             return None
@@ -268,6 +325,15 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             left -= len(chunk)
 
+    def _drain_chunks(self, most: int) -> None:
+        self._consumed = True
+        left = most
+        with contextlib.suppress(_Malformed):
+            for chunk in self._chunks():
+                left -= len(chunk)
+                if left <= 0:
+                    return
+
     def do_GET(self) -> None:
         self._consumed = False
         self._error(
@@ -278,32 +344,32 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._consumed = False
         self._extra_headers = []
-        # Connections are not bounded, bodies in hand are: a few read at once, one decoded at
-        # a time (a 16 MiB protobuf body becomes ~0.5 GB of Python objects). Exporters retry
-        # a 503.
-        if not self.server.reading.acquire(timeout=self.server.busy_wait):
-            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "busy, retry later", {"Retry-After": "1"})
-            return
-        findings: list[Finding] = []
+        self._reserved = 0
+        self._found: list[Finding] = []
         try:
-            findings = self._post()
+            self._post()
         except Exception as exc:  # never let one request take the receiver down
             _log.exception("request failed")
             with contextlib.suppress(OSError):
                 self._error(HTTPStatus.INTERNAL_SERVER_ERROR, type(exc).__name__)
         finally:
-            self.server.reading.release()
-        self.server.detector.report(findings)
+            self.server.budget.release(self._reserved)
+            # found is found, whatever became of the reply (the correlator reports it once)
+            self.server.detector.report(self._found)
 
-    def _post(self) -> list[Finding]:
-        """Answer one export request; the findings are reported after the answer."""
+    def _post(self) -> None:
+        """Answer one export request; its findings (``_found``) are reported after."""
         if self.path.split("?", 1)[0] != TRACES_PATH:
             self._error(HTTPStatus.NOT_FOUND, "POST OTLP traces to /v1/traces")
-            return []
+            return
         limit = self.server.max_body
         body = self._read_body(limit)
         if body is None:
-            return []
+            return
+        with self.server.decoding:  # one at a time: inflated and decoded bodies are large
+            self._decode(body, limit)
+
+    def _decode(self, body: bytes, limit: int) -> None:
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding == "gzip":
             inflater = zlib.decompressobj(wbits=31)
@@ -311,19 +377,16 @@ class _Handler(BaseHTTPRequestHandler):
                 body = inflater.decompress(body, limit + 1)
             except zlib.error:
                 self._error(HTTPStatus.BAD_REQUEST, "invalid gzip body")
-                return []
+                return
             if len(body) > limit or inflater.unconsumed_tail:
                 self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-                return []
+                return
         elif encoding != "identity":
             self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"unsupported encoding {encoding!r}")
-            return []
+            return
         content_type = self.headers.get("Content-Type") or ""
         try:
-            with self.server.decoding:
-                doc = decode_body(body, content_type)
-                del body
-                findings = self.server.detector.ingest(doc, report=False)
+            doc = decode_body(body, content_type)
         except BadRequest as exc:
             status = (
                 HTTPStatus.UNSUPPORTED_MEDIA_TYPE
@@ -331,13 +394,14 @@ class _Handler(BaseHTTPRequestHandler):
                 else HTTPStatus.BAD_REQUEST
             )
             self._error(status, str(exc))
-            return []
+            return
+        del body
+        self._found = self.server.detector.ingest(doc, report=False)
         del doc
         if content_type.lower().startswith("application/x-protobuf"):
             self._reply(HTTPStatus.OK, b"", "application/x-protobuf")  # empty response message
         else:
             self._reply(HTTPStatus.OK, b"{}", "application/json")
-        return findings
 
 
 class Receiver(ThreadingHTTPServer):
@@ -357,7 +421,7 @@ class Receiver(ThreadingHTTPServer):
     ) -> None:
         self.detector = detector
         self.max_body = max_body
-        self.reading = threading.BoundedSemaphore(MAX_BODIES_IN_HAND)
+        self.budget = _ByteBudget(MAX_BODIES_IN_HAND * max_body)
         self.decoding = threading.Lock()
         self.busy_wait = busy_wait  # seconds a request waits for its turn before a 503
         if ":" in host:  # an IPv6 address (``::1``, ``::``)
@@ -427,13 +491,14 @@ def serve(
         if dump is not None:
             dump.close()
         return 2
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         receiver.start()
         print(
-            f"otel-a2a detector: OTLP/HTTP on http://{host}:{receiver.port}{TRACES_PATH}"
+            f"otel-a2a detector: OTLP/HTTP on http://{shown}:{receiver.port}{TRACES_PATH}"
             + (
-                f", metrics on http://{host}:{detector.metrics_port}/metrics"
+                f", metrics on http://{shown}:{detector.metrics_port}/metrics"
                 if detector.metrics_port
                 else ""
             ),

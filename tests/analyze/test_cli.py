@@ -129,8 +129,12 @@ def test_files_as_users_have_them_gzip_bom_pretty_printed(
         assert "0 malformed" in captured.err
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(zipped.read_bytes()[:-8])
-    assert main(["analyze", str(cut)]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    corrupt = tmp_path / "corrupt.jsonl.gz"
+    data = zipped.read_bytes()
+    corrupt.write_bytes(data[:12] + bytes(b ^ 0xFF for b in data[12:40]) + data[40:])
+    for bad in (cut, corrupt):
+        assert main(["analyze", str(bad)]) == 2
+        assert "cannot read" in capsys.readouterr().err
 
 
 def test_span_times_as_json_numbers_and_spans_without_one(

@@ -8,6 +8,7 @@ import gzip
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,24 +186,76 @@ def test_chunked_bodies_as_the_opentelemetry_js_exporter_sends_them(running: Run
 
 def test_a_content_length_that_is_no_number_is_answered(running: Running) -> None:
     head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-    answer = _raw(running.receiver.port, head + "Content-Length: ²\r\n\r\n{}".encode())
+    answer = _raw(running.receiver.port, head + b"Content-Length: \xb2\r\n\r\n{}")
     assert answer.startswith(b"HTTP/1.1 411")
 
 
 def test_bodies_in_hand_are_bounded_and_a_busy_receiver_says_so(running: Running) -> None:
-    slots = running.receiver.reading
-    taken = 0
-    while slots.acquire(blocking=False):  # other requests hold every slot
-        taken += 1
-    assert taken == MAX_BODIES_IN_HAND
+    budget = running.receiver.budget
+    total = budget.free
+    assert total == MAX_BODIES_IN_HAND * 64 * 1024
+    assert budget.reserve(total, 0)  # other requests hold every byte
     running.receiver.busy_wait = 0.05
     try:
         busy = running.post(json.dumps(GATEWAY).encode(), "application/json")
+        chunked = running.client.post(
+            running.url, content=iter([b"{}"]), headers={"Content-Type": "application/json"}
+        )
     finally:
-        for _ in range(taken):
-            slots.release()
+        budget.release(total)
     assert (busy.status_code, busy.headers.get("Retry-After")) == (503, "1")
+    assert chunked.status_code == 503  # a chunked body is drained too: the client reads it
     assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+    assert budget.free == total
+
+
+def test_clients_trickling_their_bodies_hold_only_what_they_announced(running: Running) -> None:
+    """Eight uploads stalled after one byte must not shut other exporters out."""
+    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    stalled = [socket.create_connection(("127.0.0.1", running.receiver.port)) for _ in range(8)]
+    budget = running.receiver.budget
+    total = budget.free
+    try:
+        for sock in stalled:
+            sock.sendall(head + b"Content-Length: 1000\r\n\r\n{")
+        deadline = time.monotonic() + 30
+        while budget.free != total - 8 * 1000 and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling the receiver's state, with a deadline
+        assert budget.free == total - 8 * 1000
+        assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_chunk_framing_is_checked(running: Running) -> None:
+    head = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    port = running.receiver.port
+    assert _raw(port, head + b"2\r\n{}X\r\n0\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert _raw(port, head + b"0x2\r\n{}\r\n0\r\n\r\n").startswith(b"HTTP/1.1 400")
+    keep_alive_off = head.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+    ok = _raw(port, keep_alive_off + b"2;ext=1\r\n{}\r\n0\r\nTrailer: x\r\n\r\n")
+    assert ok.startswith(b"HTTP/1.1 200")
+
+
+def test_findings_are_reported_even_when_the_reply_cannot_be_sent(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The correlator reports a finding once: a client gone before the reply must not lose it."""
+    from otel_a2a.analyze import receiver
+
+    assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+
+    def reset(*args: object) -> None:
+        raise ConnectionResetError("client gone")
+
+    monkeypatch.setattr(receiver._Handler, "_reply", reset)
+    with pytest.raises(httpx.HTTPError):
+        running.post(json.dumps(ORCHESTRATOR).encode(), "application/json")
+    assert [f.task_id for f in running.found] == ["t1"]
 
 
 def test_a_stalled_finding_consumer_does_not_stop_other_requests(tmp_path: Path) -> None:
