@@ -354,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(HTTPStatus.INTERNAL_SERVER_ERROR, type(exc).__name__)
         finally:
             self.server.budget.release(self._reserved)
-            # found is found, whatever became of the reply (the correlator reports it once)
+            # found is found, whatever became of the request (the correlator reports it once)
             self.server.detector.report(self._found)
 
     def _post(self) -> None:
@@ -367,9 +367,21 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         with self.server.decoding:  # one at a time: inflated and decoded bodies are large
-            self._decode(body, limit)
+            content_type = self._decode(body, limit)
+        if content_type is None:
+            return
+        # before the reply (a client that has its answer sees the findings reported), outside
+        # every lock (a stdout nobody reads stalls this request, not every other one)
+        found, self._found = self._found, []
+        self.server.detector.report(found)
+        if content_type.lower().startswith("application/x-protobuf"):
+            self._reply(HTTPStatus.OK, b"", "application/x-protobuf")  # empty response message
+        else:
+            self._reply(HTTPStatus.OK, b"{}", "application/json")
 
-    def _decode(self, body: bytes, limit: int) -> None:
+    def _decode(self, body: bytes, limit: int) -> str | None:
+        """Inflate, decode and analyse the body; its content type, or None when an error
+        was answered. The findings are left in ``_found``."""
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding == "gzip":
             inflater = zlib.decompressobj(wbits=31)
@@ -377,13 +389,13 @@ class _Handler(BaseHTTPRequestHandler):
                 body = inflater.decompress(body, limit + 1)
             except zlib.error:
                 self._error(HTTPStatus.BAD_REQUEST, "invalid gzip body")
-                return
+                return None
             if len(body) > limit or inflater.unconsumed_tail:
                 self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-                return
+                return None
         elif encoding != "identity":
             self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"unsupported encoding {encoding!r}")
-            return
+            return None
         content_type = self.headers.get("Content-Type") or ""
         try:
             doc = decode_body(body, content_type)
@@ -394,14 +406,11 @@ class _Handler(BaseHTTPRequestHandler):
                 else HTTPStatus.BAD_REQUEST
             )
             self._error(status, str(exc))
-            return
+            return None
         del body
         self._found = self.server.detector.ingest(doc, report=False)
         del doc
-        if content_type.lower().startswith("application/x-protobuf"):
-            self._reply(HTTPStatus.OK, b"", "application/x-protobuf")  # empty response message
-        else:
-            self._reply(HTTPStatus.OK, b"{}", "application/json")
+        return content_type
 
 
 class Receiver(ThreadingHTTPServer):
