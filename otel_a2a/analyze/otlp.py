@@ -23,6 +23,8 @@ from otel_a2a.protocol.states import TaskState, normalize_task_state
 
 SERVICE_NAME = "service.name"
 UNKNOWN_SERVICE = "unknown_service"
+SERVICE_INSTANCE_ID = "service.instance.id"
+_INSTANCE_CHARS = 36  # a UUID; longer ids are cut (they only tell processes apart)
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _MAX_TEXT = 256  # ids, names and spellings are short; never hold a huge attribute value
@@ -175,6 +177,19 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
     return beliefs
 
 
+def _service(resource_attrs: Mapping[str, Any]) -> str:
+    """The service a span's beliefs belong to: ``service.name``; for a process left at the
+    SDK's default name (``unknown_service:python``), with its ``service.instance.id``
+    (the SDK draws one per process), or every unnamed process would be one service and never
+    be compared with another."""
+    name = _text(resource_attrs.get(SERVICE_NAME)) or UNKNOWN_SERVICE
+    if name.startswith(UNKNOWN_SERVICE):
+        instance = _text(resource_attrs.get(SERVICE_INSTANCE_ID))
+        if instance:
+            return f"{name}#{instance[:_INSTANCE_CHARS]}"
+    return name
+
+
 def parse_request(doc: object) -> Batch:
     """Beliefs and parent links of one ``ExportTraceServiceRequest`` in OTLP JSON form."""
     beliefs: list[Belief] = []
@@ -190,7 +205,7 @@ def parse_request(doc: object) -> Batch:
         resource_attrs = (
             attributes(resource.get("attributes")) if isinstance(resource, Mapping) else {}
         )
-        service = _text(resource_attrs.get(SERVICE_NAME)) or UNKNOWN_SERVICE
+        service = _service(resource_attrs)
         for scope_spans in _list(resource_spans.get("scopeSpans")):
             if not isinstance(scope_spans, Mapping):
                 errors += 1

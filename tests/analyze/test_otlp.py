@@ -95,3 +95,21 @@ def test_bad_input_never_raises() -> None:
     batches = list(parse_lines(lines))
     assert [len(b.beliefs) for b in batches] == [0, 1, 0]
     assert [b.errors for b in batches] == [1, 0, 1]
+
+
+def test_processes_left_unnamed_are_told_apart_by_their_instance_id() -> None:
+    """Every process at the SDK's default name would be one service, never compared with
+    another; named services keep their name (replicas of one stay one service)."""
+
+    def belief_service(name: str, instance: str | None) -> str:
+        doc = request(name, span("t1", "TASK_STATE_WORKING", 0, 10))
+        if instance is not None:
+            resource = doc["resourceSpans"][0]["resource"]["attributes"]
+            resource.append(kv("service.instance.id", instance))
+        (belief,) = parse_request(doc).beliefs
+        return belief.service
+
+    uuid = "874f66aa-fc2e-4167-80ec-c0850d46f7b9"
+    assert belief_service("unknown_service:python", uuid) == f"unknown_service:python#{uuid}"
+    assert belief_service("unknown_service:python", None) == "unknown_service:python"
+    assert belief_service("gateway", uuid) == "gateway"
