@@ -202,17 +202,21 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30  # a stalled client releases its thread
     server_version = "otel-a2a-detector/" + __version__
     _consumed = False  # whether this request's body was read (else drained before answering)
-    _extra_headers: list[tuple[str, str]] = []  # noqa: RUF012 - replaced per reply, never mutated
     _reserved = 0  # bytes of the budget this request holds
 
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
 
-    def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+    def _reply(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
-        for name, value in self._extra_headers:
+        for name, value in (headers or {}).items():
             self.send_header(name, value)
-        self._extra_headers = []
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:  # tell the client, or it reuses a socket about to close
@@ -225,16 +229,13 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         # OTLP/HTTP: errors carry a google.rpc.Status; JSON is readable by every client
         if not self._consumed:
-            length = _length(self.headers.get("Content-Length"))
             if self._chunked():
                 self._drain_chunks(8 * self.server.max_body)
-            elif length is not None:
+            elif (length := _length(self.headers.get("Content-Length"))) is not None:
                 self._drain(length, 8 * self.server.max_body)
         body = json.dumps({"code": status.value, "message": message}).encode()
         self.close_connection = True
-        for name, value in (headers or {}).items():
-            self._extra_headers.append((name, value))
-        self._reply(status, body, "application/json")
+        self._reply(status, body, "application/json", headers)
 
     def _chunked(self) -> bool:
         return (self.headers.get("Transfer-Encoding") or "").strip().lower() == "chunked"
@@ -343,7 +344,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._consumed = False
-        self._extra_headers = []
         self._reserved = 0
         self._found: list[Finding] = []
         try:

@@ -68,8 +68,8 @@ def _late_setup(rt: runtime.Runtime) -> None:
             elif attach_processor(trace.get_tracer_provider()):
                 rt.setup_pending = None
         except Exception as exc:
-            rt.error(exc)
             rt.setup_pending = None  # reported once, not retried on every request
+            rt.error(exc)
             _log.warning(
                 "otel-a2a: could not set up OpenTelemetry (%s: %s); A2A telemetry is not exported",
                 type(exc).__name__,
