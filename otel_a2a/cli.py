@@ -1,7 +1,7 @@
 """The ``otel-a2a`` command (DESIGN §7).
 
     otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
-                  [--binding JSONRPC|HTTP+JSON] [--no-streaming] [--real-timings]
+                  [--binding JSONRPC|HTTP+JSON] [--streaming|--no-streaming] [--real-timings]
                   [--heartbeat S] [--keep] [--quiet]
     otel-a2a check-card URL
     otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]

@@ -79,7 +79,7 @@ class Finding(NamedTuple):
 
 def format_time(ns: int) -> str:
     """UTC ISO-8601 with milliseconds."""
-    moment = datetime.datetime.fromtimestamp(ns / NANOS, tz=datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(ns / NANOS, tz=datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -56,6 +57,16 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+# ``host`` or ``host:port`` (an IPv6 address in brackets): a URL, a path or a bad port never
+# matches an agent, so it is a mistake to be told about, not an entry to keep
+_HOST_KEY = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?)(:(\d{1,5}))?")
+
+
+def _host_key(host: str) -> bool:
+    found = _HOST_KEY.fullmatch(host)
+    return found is not None and (found.group(4) is None or 0 < int(found.group(4)) < 65536)
+
+
 def _overrides(env: Mapping[str, str], name: str) -> dict[str, float]:
     """Parse ``host[:port]=seconds,…``; one bad entry invalidates the variable (no half-config)."""
     raw = env.get(name, "")
@@ -66,10 +77,11 @@ def _overrides(env: Mapping[str, str], name: str) -> dict[str, float]:
             value = float(seconds)
         except ValueError:
             value = math.nan
-        if not sep or not host.strip() or not math.isfinite(value) or value <= 0:
+        host = host.strip().lower()
+        if not sep or not _host_key(host) or not math.isfinite(value) or value <= 0:
             _warn(name, raw, "")
             return {}
-        result[host.strip().lower()] = value
+        result[host] = value
     return result
 
 

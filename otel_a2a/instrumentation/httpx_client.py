@@ -98,9 +98,11 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
         return None
     end_abandoned()  # of earlier requests: see Exchange.abandon
     try:
+        url = request.url
+        query = url.query  # read for an ``A2A-Version`` parameter only, never recorded
         a2a = classify_request(
             request.method,
-            request.url.path,
+            f"{url.path}?{query.decode('ascii', 'replace')}" if query else url.path,
             _headers(request.headers, _REQUEST_HEADERS),
             _request_body(request),
         )

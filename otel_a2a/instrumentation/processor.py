@@ -8,6 +8,7 @@ spans that carry a task state into observations.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import TypeVar
@@ -45,8 +46,22 @@ def _ours(span: ReadableSpan) -> bool:
     return scope is not None and scope.name == sc.SCOPE
 
 
+# The span each hook last judged, per thread. A provider runs its processors one after the
+# other for one span, so a second DivergenceSpanProcessor on it (the application added one,
+# otel-a2a another) finds the span already there and leaves it: no decision judged twice.
+_last = threading.local()
+
+
+def _first_sight(hook: str, span: ReadableSpan) -> bool:
+    if getattr(_last, hook, None) is span:
+        return False
+    setattr(_last, hook, span)
+    return True
+
+
 class DivergenceSpanProcessor(SpanProcessor):
-    """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use."""
+    """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use
+    (one added by the application as well is harmless: each span is judged once)."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         attrs = span.attributes
@@ -54,7 +69,7 @@ class DivergenceSpanProcessor(SpanProcessor):
         if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
             return
         rt = runtime.current()
-        if rt is None or _ours(span):
+        if rt is None or _ours(span) or not _first_sight("start", span):
             return
         try:
             task_id = attrs.get(sc.TASK_ID)
@@ -74,7 +89,7 @@ class DivergenceSpanProcessor(SpanProcessor):
         if not attrs or sc.TASK_ID not in attrs:
             return
         rt = runtime.current()
-        if rt is None or _ours(span):
+        if rt is None or _ours(span) or not _first_sight("end", span):
             return
         try:
             task_id = attrs.get(sc.TASK_ID)

@@ -25,7 +25,7 @@ from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
 _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
-UNKNOWN_AGENT = "unknown"  # the agent of a decision on a task never seen, no URL given
+UNKNOWN_AGENT = "_UNKNOWN"  # the agent of a decision on a task never seen, no URL given
 
 
 class Runtime:

@@ -118,6 +118,7 @@ _REQUEST = SchemaValidator(
         jsonrpc=_ANY,
         method=_ANY,
         message=_MESSAGE_IDS,
+        request=_MESSAGE_IDS,
         params=_fields(id=_ANY, taskId=_ANY, task_id=_ANY, message=_MESSAGE_IDS),
     )
 )

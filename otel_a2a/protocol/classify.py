@@ -15,11 +15,12 @@ Trade-off: REST recognition trusts the path. A non-A2A REST API that happens to 
 positive costs one extra span whose body then fails extraction (``recognized=False``); it can
 never produce a state observation, because no A2A task shape will be found in the body.
 
-Version: the ``A2A-Version`` header (Major.Minor, patch dropped); absent or empty means
+Version: the ``A2A-Version`` header, else an ``A2A-Version`` query parameter (spec §3.6.1),
+Major.Minor with the patch dropped; absent or empty means
 ``0.3`` as the spec mandates, whatever the method spelling (a v1.0 PascalCase call without the
 header *is* a v0.3-negotiated call, and both SDKs treat it so). gRPC without the metadata takes
-the version from the service name. Well-known card fetches carry ``version=None`` and are
-tagged ``HTTP+JSON`` (a plain HTTP GET of JSON).
+the version from the service name. Well-known card fetches carry ``version=None`` and
+``Binding.HTTP_JSON`` (a plain HTTP GET of JSON; spans record neither: not negotiated).
 
 Cost: non-A2A traffic is rejected on the method and a substring test of the path; a POST body
 is only parsed when it starts with ``{`` and contains ``"jsonrpc"``. Bodies over 1 MiB are
@@ -31,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import lru_cache
+from urllib.parse import unquote_plus
 
 from otel_a2a.protocol._util import MAX_FULL_PARSE, get_dict, get_str, header, parse_request
 from otel_a2a.protocol.model import A2ARequest, Binding, Operation
@@ -104,6 +106,7 @@ _PATH_HINTS = re.compile("tasks|message:|xtendedAgentCard|ExtendedCard|/card|wel
 _PUSH = "pushNotificationConfigs"
 _OBJECT_START = re.compile(rb"[ \t\r\n]*\{")
 _BLANK = re.compile(rb"[ \t\r\n]*\Z")
+_QUERY_VERSION = re.compile("version", re.IGNORECASE)  # a cheap test before parsing
 
 
 # Enum member access is slow on Python 3.11 (~0.3 µs); the hot paths use these.
@@ -165,7 +168,9 @@ def _classify(
         return None
     cut = path.find("?")
     if cut >= 0:
-        path = path[:cut]
+        query, path = path[cut + 1 :], path[:cut]
+        if _QUERY_VERSION.search(query) and header(headers, "a2a-version") is None:
+            headers = _with_query_version(headers, query)
     if _PATH_HINTS.search(path):
         found = _classify_path(method, path, headers, body)
         if found is not None:
@@ -173,6 +178,19 @@ def _classify(
     if method == "POST" and body:
         return _classify_jsonrpc(path, headers, body)
     return None
+
+
+def _with_query_version(headers: Mapping[str, str], query: str) -> Mapping[str, str]:
+    """Spec §3.6.1: "Clients MAY provide the ``A2A-Version`` as a request parameter instead
+    of a header"; the header wins when both are sent. Only the version is ever read."""
+    for field in query.split("&"):
+        name, _, value = field.partition("=")
+        if unquote_plus(name).lower() == "a2a-version":
+            return {
+                **{k.lower(): v for k, v in headers.items()},
+                "a2a-version": unquote_plus(value),
+            }
+    return headers
 
 
 def _classify_path(
@@ -228,7 +246,9 @@ def _classify_path(
         return None  # ``/v1/card`` under a v1.x header is not the v0.3 card route
     context_id: str | None = None
     if op in _SEND_OPS and body:
-        message = get_dict(parse_request(body), "message")
+        doc = parse_request(body)
+        # a2a-sdk's v0.3 REST client writes proto field names: the message is ``request``
+        message = get_dict(doc, "message") or get_dict(doc, "request")
         task_id = _either(message, "taskId", "task_id")
         context_id = _either(message, "contextId", "context_id")
     return A2ARequest(op, _B_HTTP_JSON, version, None, task_id, context_id, "/".join(base))

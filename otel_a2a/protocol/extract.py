@@ -27,10 +27,16 @@ from otel_a2a.protocol.model import (
     ResponseFacts,
     TaskReport,
 )
-from otel_a2a.protocol.states import StateReading, read_state
+from otel_a2a.protocol.states import (
+    OMITTED_UNSPECIFIED,
+    StateReading,
+    omits_defaults,
+    read_state,
+)
 
 UNRECOGNIZED = ResponseFacts(recognized=False)
 _JSONRPC = Binding.JSONRPC
+_HTTP_JSON = Binding.HTTP_JSON
 # An oversized body or frame is searched for its state in growing prefixes, so that a 50 MB
 # history costs a small parse when the status comes first (it does in both official SDKs).
 PREFIX_STEPS = (64 * 1024, 1024 * 1024)
@@ -113,10 +119,34 @@ def extract_stream_payload(request: A2ARequest, obj: object) -> ResponseFacts:
 
 def _extract(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
     doc = parse_response(body) if body else None
-    facts = _facts(request, doc, status) if isinstance(doc, dict) else UNRECOGNIZED
+    if isinstance(doc, dict):
+        facts = _facts(request, doc, status)
+    elif isinstance(doc, list) and request.operation is Operation.LIST_TASKS:
+        facts = _payload(request, {"tasks": doc})  # v0.3 HTTP+JSON spec: a bare ``[Task]``
+    else:
+        facts = UNRECOGNIZED
     if status >= 400 and facts.error is None:  # the status says it all (and is on the span)
+        if status == 404 and _v03_rest_not_found(request, doc):
+            return ResponseFacts(error=A2AError(None, _TASK_NOT_FOUND, True))
         return ResponseFacts(error=A2AError(None, None, False), recognized=False)
     return facts
+
+
+def _v03_rest_not_found(request: A2ARequest, doc: Any) -> bool:
+    """a2a-sdk 0.3's HTTP+JSON server answers TaskNotFound with 404 ``{"message": ...}``
+    (``utils/error_handlers.py``): on an operation that names a task, that is the task."""
+    return (
+        request.binding is _HTTP_JSON
+        and (request.version or "").startswith("0.")
+        and (
+            request.operation in _TASK_ADDRESSED
+            or (request.operation in _SEND and request.task_id is not None)
+        )
+        and isinstance(doc, dict)
+        and isinstance(doc.get("message"), str)
+        and "code" not in doc
+        and "detail" not in doc  # FastAPI's own 404 for an unknown route
+    )
 
 
 def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
@@ -246,7 +276,11 @@ def _report(
     if binding is not None:
         status = obj.get("status")
         if type(status) is dict:
-            state = read_state(status.get("state"), version, binding)
+            raw = status.get("state")
+            if raw is None and "state" not in status and omits_defaults(version, binding):
+                state = OMITTED_UNSPECIFIED
+            else:
+                state = read_state(raw, version, binding)
             stamp = status.get("timestamp")
             if type(stamp) is not str or len(stamp) > _MAX_TIMESTAMP:
                 stamp = None

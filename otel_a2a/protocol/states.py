@@ -139,6 +139,18 @@ def normalize_task_state(raw: object) -> TaskState:
     return TaskState.UNKNOWN if state is None else state
 
 
+# ProtoJSON omits a field at its default value: ``"status": {}`` is ``TASK_STATE_UNSPECIFIED``
+# (both SDKs serialise it so). Exact and mapped, it reads ``unknown``; its raw spelling stays
+# empty, as nothing was spelt (and a body cut inside ``status`` is never read as one).
+OMITTED_UNSPECIFIED = StateReading("", TaskState.UNKNOWN, True, True)
+
+
+def omits_defaults(version: str | None, binding: Binding) -> bool:
+    """Whether this version and binding serialise with ProtoJSON: every v1.x binding, and
+    v0.3's HTTP+JSON and gRPC (v0.3 JSON-RPC always spells the state)."""
+    return binding != "JSONRPC" or _major(version) >= 1
+
+
 def _major(version: str | None) -> int:
     if not version:
         return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _LONG_FRACTION = re.compile(r"(\.\d{6})\d+")
 
@@ -25,7 +25,7 @@ def parse_timestamp(text: object) -> float | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
         return moment.timestamp()
     except (OverflowError, OSError, ValueError):

@@ -29,14 +29,18 @@ def test_good_values() -> None:
             "OTEL_A2A_ENABLED": "TRUE",
             "OTEL_A2A_MODE": "enforce",
             "OTEL_A2A_DEFAULT_HEARTBEAT": "2.5",
-            "OTEL_A2A_HEARTBEAT_OVERRIDES": "Worker.internal:8080=5, gateway=0.5",
+            "OTEL_A2A_HEARTBEAT_OVERRIDES": "Worker.internal:8080=5, gateway=0.5, [::1]:9000=2",
             "OTEL_A2A_MAX_TRACKED_TASKS": "10",
             "OTEL_A2A_MAX_BODY_BYTES": "1024",
         }
     )
     assert settings.enabled and settings.enforce
     assert settings.default_heartbeat == 2.5
-    assert dict(settings.heartbeat_overrides) == {"worker.internal:8080": 5.0, "gateway": 0.5}
+    assert dict(settings.heartbeat_overrides) == {
+        "worker.internal:8080": 5.0,
+        "gateway": 0.5,
+        "[::1]:9000": 2.0,
+    }
     assert (settings.max_tracked_tasks, settings.max_body_bytes) == (10, 1024)
 
 
@@ -53,6 +57,11 @@ def test_good_values() -> None:
         ("OTEL_A2A_MAX_BODY_BYTES", "lots", "max_body_bytes", 4 * 1024 * 1024),
         ("OTEL_A2A_HEARTBEAT_OVERRIDES", "a=1,b", "heartbeat_overrides", {}),
         ("OTEL_A2A_HEARTBEAT_OVERRIDES", "=3", "heartbeat_overrides", {}),
+        # a URL, a path or a bad port would never match an agent: said, not kept
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "https://agent.example=0.5", "heartbeat_overrides", {}),
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "agent.example:443/=0.5", "heartbeat_overrides", {}),
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "agent.example:abc=0.5", "heartbeat_overrides", {}),
+        ("OTEL_A2A_HEARTBEAT_OVERRIDES", "a:1=1,agent:70000=2", "heartbeat_overrides", {}),
     ],
 )
 def test_bad_value_warns_once_and_uses_default(

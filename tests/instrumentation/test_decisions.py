@@ -41,6 +41,8 @@ def test_observe_mode_reports_and_runs_the_block(otel: Harness) -> None:
     assert attrs["a2a.decision.assumed_state"] == "working"
     assert "a2a.agent.url" not in attrs  # never seen, no agent given: no URL to record
     assert otel.total("a2a.divergence", a2a__operation="liveness_decision") == 1
+    # counted under a label no agent's card name collides with (cf. ``_OTHER``)
+    assert otel.total("a2a.divergence", a2a__agent__name="_UNKNOWN") == 1
 
 
 def test_enforce_raises_before_the_block(enforcing: Harness) -> None:
@@ -264,3 +266,27 @@ def test_processor_judges_foreign_spellings_only_as_far_as_the_span_says(
         if value
     ]
     assert found == [(reason, "unknown") for reason in reasons]
+
+
+def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harness) -> None:
+    """The docstring says to add it; otel-a2a adds its own as well: one span, one verdict."""
+    otel.tracer_provider.add_span_processor(DivergenceSpanProcessor())
+    tracer = otel.tracer_provider.get_tracer("my.orchestrator")
+    with tracer.start_as_current_span(
+        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+    ):
+        pass
+    assert divergences(otel.span("wait_on_task")) == ["no_observation"]
+    assert otel.total("a2a.liveness.decisions") == 1
+    assert otel.total("a2a.divergence") == 1
+    with tracer.start_as_current_span(
+        "server", attributes={"a2a.task.id": "tY", "a2a.task.state.raw": "Working"}
+    ):
+        pass
+    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    # a second span, judged too: only a repeat of the same span is skipped
+    with tracer.start_as_current_span(
+        "wait_again", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+    ):
+        pass
+    assert otel.total("a2a.liveness.decisions") == 2

@@ -18,6 +18,8 @@ from otel_a2a import liveness_decision
 from otel_a2a.protocol.jcs import canonicalize as jcs
 from tests.instrumentation.conftest import V1, Clock, FakeAgent, Harness, divergences
 
+BASE = "http://agent.test"
+
 
 def test_card_fetch_span_carries_card_attributes(otel: Harness) -> None:
     agent = FakeAgent(heartbeat=12)
@@ -496,3 +498,41 @@ def test_agents_sharing_an_origin_keep_their_own_etags(otel: Harness) -> None:
     assert (attrs["a2a.agent.url"], attrs["a2a.agent.name"]) == ("http://gw.test/agents/a", "a")
     assert attrs["a2a.card.etag"] == '"a-1"'
     assert otel.total("a2a.card.etag.changes") == 0
+
+
+def test_a_version_given_as_a_query_parameter_is_the_negotiated_version(otel: Harness) -> None:
+    """Spec §3.6.1 lets a client send ``?A2A-Version=1.0`` instead of the header: read as
+    0.3, every ``TASK_STATE_*`` of the reply was a false ``non_canonical_state``. The query
+    is read for that only: the span's URL never carries it."""
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+    with agent.client() as client:
+        client.post("/a2a", params={"A2A-Version": "1.0", "token": "s3cret"}, json=body)
+    span = otel.span("A2A GetTask")
+    attrs = dict(span.attributes or {})
+    assert attrs["a2a.protocol.version"] == "1.0"
+    assert divergences(span) == []
+    assert not any("s3cret" in str(v) or "?" in str(v) for v in attrs.values())
+
+
+def test_an_unspecified_state_omitted_by_protojson_is_unknown_not_a_divergence(
+    otel: Harness,
+) -> None:
+    """Both SDKs send ``TASK_STATE_UNSPECIFIED`` as ``"status": {}`` (ProtoJSON omits the
+    default): recorded ``unknown``, no divergence, and it authorises no decision."""
+    task = {"id": "t1", "contextId": "c1", "status": {}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": task})
+
+    with httpx.Client(transport=httpx.MockTransport(handler), base_url=BASE) as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+        client.post("/a2a", json=body, headers=V1)
+        with liveness_decision("t1", agent=BASE):
+            pass
+    span = otel.span("A2A GetTask")
+    attrs = dict(span.attributes or {})
+    assert (attrs["a2a.task.state"], attrs["a2a.task.state.raw"]) == ("unknown", "")
+    assert divergences(span) == []
+    assert divergences(otel.span("A2A liveness_decision")) == ["no_observation"]
+    assert otel.total("a2a.divergence", a2a__divergence__reason="unknown_state") == 0

@@ -163,7 +163,7 @@ class BehaviourExecutor(AgentExecutor):
             future = self._waiters.register(task_id)
             try:
                 await asyncio.wait_for(future, timeout=self._slow_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await updater.failed(_agent_text("slow task timed out", task_id, context_id))
             finally:
                 self._waiters.forget(task_id)

@@ -430,3 +430,43 @@ def test_a_large_jsonrpc_call_with_jsonrpc_written_last() -> None:
     found = classify_request("POST", "/a2a", {"A2A-Version": "1.0"}, json.dumps(doc).encode())
     assert found is not None
     assert (found.operation, found.task_id) == (Op.SEND_MESSAGE, "t9")
+
+
+def test_v03_rest_follow_up_from_the_python_sdk_names_the_message_request() -> None:
+    """a2a-sdk's v0.3 REST client serialises ``SendMessageRequest`` with proto field names
+    (``compat/v0_3/rest_transport.py``: ``preserving_proto_field_name=True``): the message
+    sits under ``request``, the proto name of the ``json_name="message"`` field."""
+    message = {"message_id": "m", "task_id": "t7", "context_id": "c7", "role": "ROLE_USER"}
+    body = json.dumps({"request": message, "configuration": {"blocking": True}}).encode()
+    headers = {"Content-Type": "application/json"}
+    found = classify_request("POST", "/a2a/rest/v1/message:send", headers, body)
+    assert found is not None
+    assert (found.operation, found.version) == (Op.SEND_MESSAGE, "0.3")
+    assert (found.task_id, found.context_id) == ("t7", "c7")
+
+
+@pytest.mark.parametrize(
+    ("target", "headers", "version"),
+    [
+        ("/a2a/tasks/t1?A2A-Version=1.0", {}, "1.0"),
+        ("/a2a/tasks/t1?historyLength=2&a2a-version=1.0", {}, "1.0"),
+        ("/a2a/tasks/t1?A2A%2DVersion=1%2E0", {}, "1.0"),
+        ("/a2a/tasks/t1?A2A-Version=1.0", {"A2A-Version": "0.3"}, "0.3"),  # the header wins
+        ("/a2a/tasks/t1?historyLength=2", {}, "0.3"),
+        (
+            "/a2a/tasks/t1?" + "&".join(f"k{i}=v" for i in range(500)) + "&A2A-Version=1.0",
+            {},
+            "1.0",
+        ),
+    ],
+)
+def test_version_as_a_query_parameter(target: str, headers: dict[str, str], version: str) -> None:
+    """Spec §3.6.1: "Clients MAY provide the ``A2A-Version`` as a request parameter instead
+    of a header"; without this a 1.0 call read as 0.3 judged every ``TASK_STATE_*`` inexact."""
+    found = classify_request("GET", target, headers, None)
+    assert found is not None and found.operation is Op.GET_TASK
+    assert (found.version, found.task_id, found.base_url_path) == (version, "t1", "/a2a")
+    rpc_found = classify_request(
+        "POST", target.replace("/tasks/t1", ""), headers, rpc("GetTask", {"id": "t1"})
+    )
+    assert rpc_found is not None and rpc_found.version == version

@@ -180,12 +180,32 @@ def test_a_list_page_is_observed_up_to_ten_times_the_largest_page_a2a_allows() -
 
 
 def test_missing_state_reads_unmapped() -> None:
-    body = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t","status":{}}}'
-    (report,) = extract_response(GET_V1, 200, body).reports
-    assert report.state == StateReading("", S.UNKNOWN, False, False)
     body = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t","status":null,"kind":"task"}}'
     (report,) = extract_response(GET_V1, 200, body).reports
     assert report.state == StateReading("", S.UNKNOWN, False, False)
+    # v0.3 JSON-RPC always spells the state: an empty status is a missing state
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t","kind":"task","status":{}}}'
+    (report,) = extract_response(GET_V03, 200, body).reports
+    assert report.state == StateReading("", S.UNKNOWN, False, False)
+
+
+@pytest.mark.parametrize("request_", [GET_V1, REST_GET, REST_GET_V03], ids=repr)
+def test_an_empty_status_is_unspecified_under_protojson(request_: A2ARequest) -> None:
+    """ProtoJSON omits a field at its default: both SDKs send ``TASK_STATE_UNSPECIFIED`` as
+    ``"status": {}``, a legitimate ``unknown`` (DESIGN §1), not an ``unknown_state``."""
+    task = b'{"id":"t","contextId":"c","status":{}}'
+    body = b'{"jsonrpc":"2.0","id":1,"result":' + task + b"}" if request_ is GET_V1 else task
+    (report,) = extract_response(request_, 200, body).reports
+    assert report.state == StateReading("", S.UNKNOWN, True, True)
+
+
+def test_a_prefix_cut_inside_the_status_is_never_read_as_unspecified() -> None:
+    """A partial parse closes a cut ``"status":{`` as ``{}``: the prefix path keeps only
+    spelt states, so a cut is never taken for an omitted (default) state."""
+    body = b'{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WOR'
+    for cut in range(len(body) + 1):
+        for report in extract_prefix(REST_GET, 200, body[:cut]).reports:
+            assert report.state is not None and report.state.raw
 
 
 def test_enum_number_state() -> None:
@@ -434,3 +454,32 @@ def test_prefixes_copy_only_what_they_parse() -> None:
         tracemalloc.stop()
     assert [r.state.state for r in facts.reports if r.state] == [S.WORKING]
     assert peak < 1 << 20
+
+
+def test_a_v03_python_sdk_rest_404_is_task_not_found() -> None:
+    """a2a-sdk 0.3.x HTTP+JSON: TaskNotFoundError -> 404 ``{"message": "Task not found"}``
+    (``a2a/utils/error_handlers.py``); without this ``task_lost`` went unreported there."""
+    body = b'{"message":"Task not found"}'
+    facts = extract_response(REST_GET_V03, 404, body)
+    assert facts.error is not None and facts.error.task_not_found
+    assert facts.error.reason == "TASK_NOT_FOUND"
+    # not under v1.0 (its errors carry a google.rpc.Status), nor a route miss, nor a 500
+    assert not extract_response(REST_GET, 404, body).error.task_not_found  # type: ignore[union-attr]
+    route_miss = extract_response(REST_GET_V03, 404, b'{"detail":"Not Found"}')
+    assert route_miss.error is not None and not route_miss.error.task_not_found
+    server_error = extract_response(REST_GET_V03, 500, body)
+    assert server_error.error is not None and not server_error.error.task_not_found
+    list_v03 = A2ARequest(Op.LIST_TASKS, Binding.HTTP_JSON, "0.3")
+    assert not extract_response(list_v03, 404, body).error.task_not_found  # type: ignore[union-attr]
+
+
+def test_a_v03_rest_list_answered_with_a_bare_array() -> None:
+    """The v0.3 specification's HTTP+JSON ``tasks/list`` answers ``[Task]``."""
+    list_v03 = A2ARequest(Op.LIST_TASKS, Binding.HTTP_JSON, "0.3")
+    body = b'[{"id":"a","status":{"state":"working"}},{"id":"b","status":{"state":"completed"}}]'
+    facts = extract_response(list_v03, 200, body)
+    assert [(r.task_id, r.state.state if r.state else None) for r in facts.reports] == [
+        ("a", S.WORKING),
+        ("b", S.COMPLETED),
+    ]
+    assert extract_response(REST_GET_V03, 200, body).recognized is False
