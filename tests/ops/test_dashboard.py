@@ -237,7 +237,7 @@ def test_agent_variable_values_from_real_prometheus(incident_scraped: OpsStack) 
 
 
 def test_agent_variable_filters(incident_scraped: OpsStack) -> None:
-    expr = next(e for i, e in _queries() if i.startswith("Divergence rate by reason"))
+    expr = next(e for i, e in _queries() if i.startswith("Divergences by reason"))
     result = incident_scraped.prometheus.query(substitute(expr, agent=MOCK_AGENT))
     assert result and {s["metric"]["a2a_agent_name"] for s in result} == {MOCK_AGENT}
     reasons = {s["metric"]["a2a_divergence_reason"] for s in result}
@@ -262,3 +262,46 @@ def test_observation_age_quantiles_are_plausible(incident_scraped: OpsStack) -> 
     mock_p95 = finite_values(prom.query(substitute(exprs[1], agent=MOCK_AGENT)))
     assert mock_p95 and 0 < mock_p95[0] < HEARTBEAT
     assert re.search(r"vector\(\$heartbeat\)", exprs[2])
+
+
+def _one(prom: Any, expr: str) -> float | None:
+    values = finite_values(prom.query(expr))
+    assert len(values) <= 1, (expr, values)
+    return values[0] if values else None
+
+
+def test_counts_in_range_include_the_first_event_of_every_series(
+    incident_scraped: OpsStack,
+) -> None:
+    """A counter series is born at its first event, which ``increase()`` cannot see: a one-off
+    incident showed "0" (green). Over a range holding the whole run, the stats must give the
+    exact totals the process counted (every series here was born during the run)."""
+    prom = incident_scraped.prometheus
+    queries = dict(_queries())
+    whole_run = {"__range": "1h"}
+    divergences = _one(prom, "sum(a2a_divergence_total)")
+    assert divergences
+    assert _one(prom, substitute(queries["Divergences in range/A"], **whole_run)) == divergences
+    divergent = _one(prom, 'sum(a2a_liveness_decisions_total{a2a_decision_outcome="divergent"})')
+    decisions = _one(prom, "sum(a2a_liveness_decisions_total)")
+    assert divergent and decisions
+    share = _one(prom, substitute(queries["Divergent decision share/A"], **whole_run))
+    assert share == pytest.approx(divergent / decisions)
+    errors = _one(prom, "sum(a2a_instrumentation_errors_total)")
+    assert _one(prom, substitute(queries["Instrumentation errors in range/A"], **whole_run)) == (
+        errors
+    )
+
+
+def test_a_quiet_range_has_no_share_rather_than_nan(incident_scraped: OpsStack) -> None:
+    """Decision series exist but none moved in the range: 0 / 0 must be no value (the panel
+    shows its noValue), never NaN. Scrapes are 1 s apart: a 3 s range ends up quiet."""
+    prom = incident_scraped.prometheus
+    prom.wait_for(
+        "sum(increase(a2a_liveness_decisions_total[3s])) == 0",
+        lambda r: bool(r),
+        timeout=15,
+        what="a quiet 3 s range after the incident",
+    )
+    expr = substitute(dict(_queries())["Divergent decision share/A"], __range="3s")
+    assert prom.query(expr) == []
