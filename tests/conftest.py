@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from otel_a2a.demo.scenario import node_problem
 from tests.support import in_ci
 from tests.support.peers import RunningPeer, start_peer
+
+# Property tests assert properties, not speed: Hypothesis's default 200 ms deadline per
+# example is a wall-clock assert that a loaded 2-core CI machine can fail.
+settings.register_profile("otel-a2a", deadline=None)
+settings.load_profile("otel-a2a")
 
 
 @pytest.fixture(scope="session")

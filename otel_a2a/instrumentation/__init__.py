@@ -30,7 +30,8 @@ and heartbeat. Liveness decisions (follow-up messages, cancels, push-config crea
 the invariant and each divergence becomes an ``a2a.divergence`` span event, log record and
 metric. Detection does not depend on trace sampling.
 
-``instrument()`` accepts ``tracer_provider`` and ``meter_provider``. Configuration comes from
+``instrument()`` accepts ``tracer_provider``, ``meter_provider`` and ``logger_provider`` (for
+the ``a2a.divergence`` log records; the global one otherwise). Configuration comes from
 the ``OTEL_A2A_*`` environment variables (see the README); invalid values log one warning and
 fall back to the default.
 """
@@ -79,8 +80,9 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         instrumentation ``OTEL_A2A_ENABLED`` made at start-up instead of being ignored.
         Concurrent calls are serialised: the base class checks and sets "instrumented" in two
         steps, and two threads could both wrap ``send``."""
-        named = (
-            kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider") is not None
+        named = any(
+            kwargs.get(k) is not None
+            for k in ("tracer_provider", "meter_provider", "logger_provider")
         )
         with _toggle_lock:
             if named and self._implicit and self.is_instrumented_by_opentelemetry:
@@ -95,7 +97,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         settings = load_settings()
         tracer_provider = kwargs.get("tracer_provider")
         meter_provider = kwargs.get("meter_provider")
-        rt = Runtime(settings, tracer_provider, meter_provider)
+        rt = Runtime(settings, tracer_provider, meter_provider, kwargs.get("logger_provider"))
         type(self)._implicit = bool(kwargs.get("at_start"))
         if settings.enabled and tracer_provider is None and meter_provider is None:
             # OTEL_A2A_ENABLED (the start-up hook, opentelemetry-instrument's entry point, or

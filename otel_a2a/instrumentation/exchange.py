@@ -215,9 +215,9 @@ class Exchange:
                 self._take(chunk)
                 return
             for piece in self._decoder.pieces(chunk):
+                self._take(piece)
                 if self._overflow:
                     break  # holds enough: the rest is never inflated
-                self._take(piece)
         except zlib.error as exc:
             self._overflow = True  # the decoder's state is lost: counted once, nothing guessed
             self.rt.error(exc)

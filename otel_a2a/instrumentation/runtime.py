@@ -12,7 +12,7 @@ import threading
 import time
 
 from opentelemetry import trace
-from opentelemetry._logs import SeverityNumber, get_logger
+from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
@@ -34,6 +34,7 @@ class Runtime:
         settings: Settings,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         self.settings = settings
         self.detector = Detector(
@@ -42,7 +43,7 @@ class Runtime:
             heartbeat_overrides=settings.heartbeat_overrides,
         )
         self.tracer: Tracer = trace.get_tracer(sc.SCOPE, __version__, tracer_provider)
-        self.events = get_logger(sc.SCOPE, __version__)
+        self.events = get_logger(sc.SCOPE, __version__, logger_provider)
         self.metrics = A2AMetrics(self.detector, meter_provider)
         # "configure": set up the SDK at the first A2A operation if nothing else did
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.

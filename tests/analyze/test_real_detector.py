@@ -170,8 +170,9 @@ def test_detector_finds_the_split_brain_of_two_real_processes(
             conflict: {"gateway": "TASK_STATE_FAILED", "orchestrator": "TASK_STATE_WORKING"},
         }
     )
+    clients: list[subprocess.Popen[str]] = []
     try:
-        clients = [
+        clients += [
             subprocess.Popen(
                 [sys.executable, str(CLIENT), agents.url(view), renorm, conflict],
                 env=_client_env(view, endpoint),
@@ -186,6 +187,10 @@ def test_detector_finds_the_split_brain_of_two_real_processes(
             assert client.returncode == 0, stderr
             assert stdout.count("TASK ") == 2, stdout
     finally:
+        for client in clients:
+            if client.poll() is None:  # a client that timed out is not left running
+                client.kill()
+                client.wait()
         agents.close()
 
     def both(seen: list[str]) -> bool:

@@ -116,17 +116,13 @@ def test_stale_by_agent_reports_zero_for_fresh_agents() -> None:
     assert stale == {"http://a": 1, "http://b": 0}  # terminal tasks never go stale
 
 
-def test_stale_scan_is_fast_at_100k() -> None:
-    import time
-
+def test_stale_scan_at_100k_counts_exactly_from_either_end() -> None:
+    """Its speed is a ``make bench`` row (``stale gauge``), not a wall-clock assert here."""
     ledger = TaskLedger(100_000)
     for i in range(100_000):
         ledger.observe(make_obs(f"t{i}", agent=AGENTS[i % 3], at=i / 1000.0))
     for now in (1e6, 1e6, 60.0, 60.0):  # all stale (both walk directions), then partly
-        start = time.perf_counter()
         stale = ledger.stale_by_agent(now, HEARTBEATS.__getitem__)
-        elapsed = time.perf_counter() - start
-        assert elapsed < 0.25  # ~15 ms on a laptop; generous for slow shared CI machines
         assert sum(stale.values()) == sum(
             1 for o in ledger.snapshot() if now - o.at > HEARTBEATS[o.agent]
         )

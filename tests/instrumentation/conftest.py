@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -24,6 +26,7 @@ class Harness:
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
     tracer_provider: TracerProvider
+    logs: InMemoryLogRecordExporter = field(default_factory=InMemoryLogRecordExporter)
 
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
         spans = list(self.exporter.get_finished_spans())
@@ -71,9 +74,17 @@ def make_harness(sampler: Sampler | None = None) -> tuple[Harness, A2AInstrument
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
+    logs = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    processor: LogRecordProcessor = SimpleLogRecordProcessor(logs)
+    logger_provider.add_log_record_processor(processor)
     instrumentor = A2AInstrumentor()
-    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    return Harness(exporter, reader, tracer_provider), instrumentor
+    instrumentor.instrument(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        logger_provider=logger_provider,
+    )
+    return Harness(exporter, reader, tracer_provider, logs), instrumentor
 
 
 @pytest.fixture

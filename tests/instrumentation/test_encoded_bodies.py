@@ -72,6 +72,35 @@ def test_a_gzip_bomb_costs_at_most_the_body_limit(harness: Harness, server: str)
     assert harness.total("a2a.instrumentation.errors") == 0
 
 
+def test_a_gzip_bomb_is_never_inflated_past_the_limit(
+    harness: Harness, server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Peak memory cannot tell: inflated pieces are dropped as they come. Counted instead:
+    what is inflated stops one step past what the exchange may hold."""
+    from otel_a2a.instrumentation import exchange
+
+    inflated: list[int] = []
+    pieces = exchange._Inflater.pieces
+
+    def counting(self: exchange._Inflater, chunk: bytes) -> Iterator[bytes]:
+        for piece in pieces(self, chunk):
+            inflated.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(exchange._Inflater, "pieces", counting)
+    with (
+        httpx.Client() as client,
+        client.stream(
+            "POST", f"{server}/{BOMB}", json=GET_TASK, headers={"A2A-Version": "1.0"}
+        ) as r,
+    ):
+        for _ in r.iter_raw():
+            pass
+    assert inflated, "the bomb was never seen encoded"
+    assert LIMIT <= sum(inflated) <= LIMIT + exchange._INFLATE_STEP
+    assert _state(harness) == "working"
+
+
 def test_an_oversized_reply_is_never_parsed_past_the_limit(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

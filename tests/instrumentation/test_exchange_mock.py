@@ -536,3 +536,105 @@ def test_an_unspecified_state_omitted_by_protojson_is_unknown_not_a_divergence(
     assert divergences(span) == []
     assert divergences(otel.span("A2A liveness_decision")) == ["no_observation"]
     assert otel.total("a2a.divergence", a2a__divergence__reason="unknown_state") == 0
+
+
+def test_each_divergence_is_also_a_log_record_on_its_span(otel: Harness) -> None:
+    """DESIGN §3: the event is also a log record ``event_name="a2a.divergence"`` carrying the
+    event's attributes, the operation and the agent label, in the span's trace context."""
+    agent = FakeAgent(states={"t9": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        agent.rpc(
+            client,
+            "SendMessage",
+            {"message": {"taskId": "t9", "messageId": "m", "role": "ROLE_USER", "parts": []}},
+        )
+    span = otel.span("A2A SendMessage")
+    records = [d.log_record for d in otel.logs.get_finished_logs()]
+    assert [r.event_name for r in records] == ["a2a.divergence"]
+    (record,) = records
+    attrs = dict(record.attributes or {})
+    assert attrs["a2a.divergence.reason"] == "no_observation"
+    assert attrs["a2a.task.id"] == "t9"
+    assert attrs["a2a.operation"] == "SendMessage"
+    assert attrs["a2a.card.heartbeat_interval"] == 30.0
+    assert record.severity_text == "WARN"
+    assert record.body == "A2A divergence: no_observation"
+    assert span.context is not None
+    assert (record.trace_id, record.span_id) == (span.context.trace_id, span.context.span_id)
+    assert not any("secret" in str(v) for v in attrs.values())
+
+
+@pytest.mark.parametrize(
+    ("states", "abnormal"),
+    [
+        (["TASK_STATE_INPUT_REQUIRED"], False),  # paused for input: a normal place to stop
+        (["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING"], True),  # resumed, then cut
+        (["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"], False),
+    ],
+)
+def test_a_stream_that_resumes_after_an_interruption_and_is_cut_ends_abnormally(
+    otel: Harness, states: list[str], abnormal: bool
+) -> None:
+    """Only the last state counts: a task that asked for input, then went back to work and
+    lost its stream, ended abnormally although the stream once held an interrupted state."""
+    frames = [
+        b'data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"s1","contextId":"c",'
+        b'"status":{"state":"' + state.encode() + b'"}}}}\n\n'
+        for state in states
+    ]
+    agent = FakeAgent(sse=frames)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "s1"}}
+    with (
+        agent.client() as client,
+        client.stream("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}) as r,
+    ):
+        r.read()
+    names = [e.name for e in otel.span("A2A SubscribeToTask").events]
+    assert names.count("a2a.task.status") == len(states)
+    assert ("a2a.stream.abnormal_end" in names) is abnormal
+
+
+def test_a_card_fetched_later_claims_the_urls_its_interfaces_name(otel: Harness) -> None:
+    """The URL -> agent lookup is memoised; a card fetch must drop what was memoised before
+    it, or requests to its interface stay attributed to a bare address (no name, no etag)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("agent-card.json"):
+            card = {
+                "name": "Billing",
+                "supportedInterfaces": [
+                    {"url": "http://rpc.test/a2a", "protocolBinding": "JSONRPC"}
+                ],
+                "capabilities": {},
+            }
+            return httpx.Response(200, json=card, headers={"ETag": '"b-1"'})
+        task = {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": task})
+
+    request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        client.post("http://rpc.test/a2a", json=request, headers=V1)
+        client.get("http://cards.test/.well-known/agent-card.json")
+        client.post("http://rpc.test/a2a", json=request, headers=V1)
+    before, after = (dict(s.attributes or {}) for s in otel.spans("A2A GetTask"))
+    assert "a2a.agent.name" not in before
+    assert (after["a2a.agent.name"], after["a2a.agent.url"]) == ("Billing", "http://cards.test")
+    assert after["a2a.card.etag"] == '"b-1"'
+
+
+def test_the_stale_gauge_counts_silent_non_terminal_tasks_per_agent(
+    otel: Harness, clock: Clock
+) -> None:
+    """DESIGN §4: ``a2a.tasks.stale`` shows a silent divergence with no decision taken."""
+    agent = FakeAgent(
+        heartbeat=5, states={"t1": "TASK_STATE_WORKING", "t2": "TASK_STATE_COMPLETED"}
+    )
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "GetTask", {"id": "t1"})
+        agent.rpc(client, "GetTask", {"id": "t2"})
+        assert otel.total("a2a.tasks.stale", a2a__agent__name="Fake Agent") == 0
+        clock.advance(6)  # past the heartbeat: t1 is stale, t2 has ended (never stale)
+        assert otel.total("a2a.tasks.stale", a2a__agent__name="Fake Agent") == 1
+        agent.rpc(client, "GetTask", {"id": "t1"})  # observed again
+        assert otel.total("a2a.tasks.stale", a2a__agent__name="Fake Agent") == 0

@@ -176,6 +176,7 @@ def test_quiet_baseline_raises_nothing(ops_stack: OpsStack) -> None:
     assert ops_stack.alerts_before_incident == []
     assert ops_stack.baseline["a2a_divergence_total"] == []
     assert ops_stack.baseline["a2a_instrumentation_errors_total"] == []
+    # no stale task: 0 per agent with live tasks, no series at all when none is live
     assert all(float(s["value"][1]) == 0 for s in ops_stack.baseline["a2a_tasks_stale"])
 
 

@@ -22,11 +22,13 @@ REPO = Path(__file__).resolve().parents[2]
 # issue 6: validate against ../shared/schemas/grafana (a vendored copy in the repo wins)
 SCHEMA_DIRS = (REPO / "schemas" / "grafana", REPO.parent / "shared" / "schemas" / "grafana")
 PROM_UID = "otel-a2a-prometheus"
-# Grafana's built-in and dashboard variables, as a user with "All" agents would see them.
+# Grafana's built-in and dashboard variables, as a user with "All" agents would see them;
+# the windows hold the whole test session (a test may run minutes after the incident: over a
+# 1m window its rates are 0 and the quantiles NaN).
 SUBSTITUTIONS = {
-    "$__rate_interval": "1m",
+    "$__rate_interval": "1h",
     "$__interval": "15s",
-    "$__range": "5m",
+    "$__range": "1h",
     "$agent": ".*",
     "$heartbeat": "30",
 }

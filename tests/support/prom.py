@@ -162,18 +162,27 @@ def _launch(
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / f"{name}.yml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    port = port or free_port()
-    argv = [
-        binary,
-        f"--config.file={config_path}",
-        *flags,
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--log.level=warn",
-    ]
-    process = ManagedProcess(name, argv, workdir / f"{name}.log")
-    process.start()
-    _wait_ready(process, f"http://127.0.0.1:{port}/-/ready", timeout)
-    return port, process
+    chosen = port
+    for attempt in range(3):
+        # a port picked free may be taken before the daemon binds it: pick again then
+        port = chosen or free_port()
+        argv = [
+            binary,
+            f"--config.file={config_path}",
+            *flags,
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ]
+        process = ManagedProcess(name, argv, workdir / f"{name}.{attempt}.log")
+        process.start()
+        try:
+            _wait_ready(process, f"http://127.0.0.1:{port}/-/ready", timeout)
+        except Fatal:
+            if chosen or attempt == 2 or "address already in use" not in process.log_tail():
+                raise
+            continue
+        return port, process
+    raise AssertionError("unreachable")
 
 
 class PromQueryError(AssertionError):
