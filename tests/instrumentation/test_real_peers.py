@@ -1,7 +1,7 @@
 """Spans, events and metrics against the two real SDK servers, driven by the a2a-sdk client.
 
 Both peers (a2a-sdk 1.3 under uvicorn, @a2a-js/sdk 1.3 under Node; ``tests/conftest.py``) over
-v1.0 JSON-RPC, v1.0 HTTP+JSON and v0.3 JSON-RPC. Nothing is mocked: the wire is whatever the
+v1.0 JSON-RPC, v1.0 HTTP+JSON, v0.3 JSON-RPC and v0.3 HTTP+JSON. Nothing is mocked: the wire is whatever the
 SDKs put on it, and every expected value is either a contract constant (DESIGN §3/§4) or read
 from what the application itself received (the card's ``ETag`` header, the task the SDK
 client decoded). No sleeps: every wait is on an event the peer sends.
@@ -63,6 +63,7 @@ MODES = [
     pytest.param(Mode("JSONRPC", "1.0"), id="jsonrpc-1.0"),
     pytest.param(Mode("HTTP+JSON", "1.0"), id="rest-1.0"),
     pytest.param(Mode("JSONRPC", "0.3"), id="jsonrpc-0.3"),
+    pytest.param(Mode("HTTP+JSON", "0.3"), id="rest-0.3"),
 ]
 V03_METHODS = {
     "SendMessage": "message/send",
@@ -118,7 +119,10 @@ def wire(mode: Mode, state: str) -> str:
     """The exact spelling the peer puts on the wire for ``state`` under ``mode``."""
     if mode.version == "0.3" and mode.jsonrpc:
         return state
-    return "TASK_STATE_" + state.upper().replace("-", "_")
+    spelt = "TASK_STATE_" + state.upper().replace("-", "_")
+    if mode.version == "0.3":  # v0.3 HTTP+JSON is the v0.3 proto's JSON: CANCELLED
+        return spelt.replace("CANCELED", "CANCELLED")
+    return spelt
 
 
 def message(text: str, task: Task | None = None) -> SendMessageRequest:
@@ -196,6 +200,8 @@ def task_attrs(
         "a2a.observation.authoritative": True,
         "http.response.status_code": 200,
     }
+    if op == "SendMessage" and mode.version == "0.3" and not mode.jsonrpc and "Node" in agent.name:
+        attrs["http.response.status_code"] = 201  # @a2a-js/sdk's v0.3 REST: 201 Created
     if mode.jsonrpc:
         attrs["a2a.jsonrpc.method"] = op if mode.version == "1.0" else V03_METHODS[op]
     if decision:
