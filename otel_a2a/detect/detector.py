@@ -56,15 +56,18 @@ class Detector:
 
     # -- inputs ---------------------------------------------------------------------------------
 
-    def on_card(self, card_url: str, card: CardInfo | None) -> CardUpdate:
-        """A well-known card response from ``card_url``; ``card`` None for ``304``."""
+    def on_card(
+        self, card_url: str, card: CardInfo | None, variant: str | None = None
+    ) -> CardUpdate:
+        """A well-known card response from ``card_url``; ``card`` None for ``304``;
+        ``variant`` the ``A2A-Version`` the fetch asked for (see ``CardRegistry.update``)."""
         registry = self.registry
         agent = registry.agent_key(card_url)
         if card is None:
             registry.touch_304(agent)
             changed = False
         else:
-            changed = registry.update(agent, card)
+            changed = registry.update(agent, card, variant)
         heartbeat, source = registry.heartbeat(agent)
         return CardUpdate(agent, registry.etag(agent), changed, heartbeat, source)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import SplitResult, urlsplit
 
 from otel_a2a.protocol.card import valid_seconds
@@ -95,9 +95,15 @@ def _heartbeat_override(overrides: Mapping[str, float], urls: list[str]) -> floa
 @dataclass(slots=True)
 class _Agent:
     card: CardInfo | None = None
-    etag: str | None = None
+    etag: str | None = None  # the etag in force
     heartbeat: tuple[float, str] | None = None  # resolved whenever a card is recorded
     prefixes: tuple[tuple[str, str], ...] = ()  # (origin, path prefix) this agent owns
+    # per card variant (the A2A-Version asked for): its last etag, and the generation it saw
+    variants: dict[str | None, tuple[str | None, int]] = field(default_factory=dict)
+    generation: int = 0  # how many etag changes this agent went through
+
+
+_MAX_VARIANTS = 8  # versions a client asks cards for: a handful
 
 
 class CardRegistry:
@@ -164,16 +170,32 @@ class CardRegistry:
 
     # -- cards ----------------------------------------------------------------------------------
 
-    def update(self, agent: str, card: CardInfo) -> bool:
-        """Record a fetched card; True when its etag differs from a previously known one."""
+    def update(self, agent: str, card: CardInfo, variant: str | None = None) -> bool:
+        """Record a fetched card; True when its etag differs from a previously known one.
+
+        ``variant`` is the ``A2A-Version`` the fetch asked for. A server may serve one card
+        per version, each with its own ETag (@a2a-js/sdk in compatibility mode, ``Vary:
+        A2A-Version``): a card is compared with the last one of its own variant only, and
+        a variant seen for the first time is no change. One redeploy changes every
+        variant: the first to show it reports the change (a new generation, its etag in
+        force); the others, fetched later, catch up silently.
+        """
         with self._lock:
             entry = self._agents.get(agent)
             if entry is None:
                 entry = self._new(agent)
             else:
                 self._agents.move_to_end(agent)
-            changed = entry.etag is not None and entry.etag != card.etag
-            entry.etag = card.etag
+            known = entry.variants.get(variant)
+            changed = False
+            if not entry.variants:
+                entry.etag = card.etag  # the first card of this agent
+            elif known is not None and known[0] != card.etag and known[1] == entry.generation:
+                changed = known[0] is not None
+                entry.generation += 1
+                entry.etag = card.etag
+            if known is not None or len(entry.variants) < _MAX_VARIANTS:
+                entry.variants[variant] = (card.etag, entry.generation)
             entry.card = card
             self._set_routes(agent, entry, card)
             # resolved here, under the lock: a lazy cache could store the previous card's value

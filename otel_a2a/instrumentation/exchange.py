@@ -336,7 +336,7 @@ class Exchange:
             card = parse_card(self.status, self.headers, body or b"")
             if card is None:
                 return
-            update = detector.on_card(self.url, card)
+            update = detector.on_card(self.url, card, self.a2a.card_variant)
             self.rt.cards_changed()
         if update.etag_changed:
             label = self.rt.metrics.agent(update.agent)

@@ -199,8 +199,13 @@ def _classify_path(
     if method == "GET":
         for suffix in CARD_SUFFIXES:
             if path.endswith(suffix):
+                asked = header(headers, "a2a-version")
                 return A2ARequest(
-                    _GET_AGENT_CARD, _B_HTTP_JSON, None, base_url_path=path[: -len(suffix)]
+                    _GET_AGENT_CARD,
+                    _B_HTTP_JSON,
+                    None,
+                    base_url_path=path[: -len(suffix)],
+                    card_variant=parse_version(asked) if asked and asked.strip() else None,
                 )
     if "A2AService/" in path:
         return _classify_grpc(method, path, headers)
@@ -342,5 +347,6 @@ def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2A
             task_id,
             context_id,
             path.rstrip("/"),
+            None,
         ),
     )

@@ -44,7 +44,8 @@ class A2ARequest(NamedTuple):
     ``task_id`` is the task the request addresses: the path or params id for task operations,
     ``message.taskId`` for a follow-up ``SendMessage``. ``base_url_path`` is the URL path
     before the A2A-specific suffix (the interface URL's path), used to attribute the request to
-    an agent.
+    an agent. ``card_variant`` is the ``A2A-Version`` a well-known card fetch asked for (a
+    server may serve one card per version, each with its own ETag).
     """
 
     operation: Operation
@@ -54,6 +55,7 @@ class A2ARequest(NamedTuple):
     task_id: str | None = None
     context_id: str | None = None
     base_url_path: str = ""
+    card_variant: str | None = None
 
 
 class TaskReport(NamedTuple):

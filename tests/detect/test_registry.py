@@ -221,3 +221,52 @@ def test_a_card_update_never_unroutes_a_prefix_it_keeps() -> None:
     assert deleted == ["/agents/a/rest"]
     assert reg.agent_for_url(f"{rpc}/x") == agent
     assert reg.agent_for_url(f"{rest}/x") == agent  # under the agent's base path all the same
+
+
+def test_card_variants_by_version_are_compared_with_their_own_kind() -> None:
+    """A server serving one card per ``A2A-Version`` (each with its own ETag): alternating
+    fetches are no change, and the etag in force stays put."""
+    reg, agent = CardRegistry(), "http://a"
+    assert reg.update(agent, make_card('"v03-1"'), None) is False
+    assert reg.update(agent, make_card('"v10-1"'), "1.0") is False  # a new variant
+    for _ in range(3):
+        assert reg.update(agent, make_card('"v03-1"'), None) is False
+        assert reg.update(agent, make_card('"v10-1"'), "1.0") is False
+    assert reg.etag(agent) == '"v03-1"'
+
+
+def test_one_redeploy_seen_through_every_variant_is_one_change() -> None:
+    reg, agent = CardRegistry(), "http://a"
+    reg.update(agent, make_card('"v03-1"'), None)
+    reg.update(agent, make_card('"v10-1"'), "1.0")
+    assert reg.update(agent, make_card('"v10-2"'), "1.0") is True  # the redeploy shows
+    assert reg.etag(agent) == '"v10-2"'
+    assert reg.update(agent, make_card('"v03-2"'), None) is False  # the same redeploy
+    assert reg.etag(agent) == '"v10-2"'  # observations made under it stay valid
+    # a later redeploy, first seen through the other variant, is a change again
+    assert reg.update(agent, make_card('"v03-3"'), None) is True
+    assert reg.etag(agent) == '"v03-3"'
+    assert reg.update(agent, make_card('"v10-3"'), "1.0") is False
+    # the same variant changing twice is two changes
+    assert reg.update(agent, make_card('"v10-4"'), "1.0") is True
+    assert reg.update(agent, make_card('"v10-5"'), "1.0") is True
+
+
+def test_a_client_fetching_one_way_sees_every_change() -> None:
+    reg, agent = CardRegistry(), "http://a"
+    assert [reg.update(agent, make_card(f'"v{i % 2}"'), "1.0") for i in range(4)] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+
+
+def test_variants_are_bounded() -> None:
+    """What a client asks cards for is a handful of versions; a bound all the same."""
+    reg, agent = CardRegistry(), "http://a"
+    for i in range(100):
+        reg.update(agent, make_card('"same"'), f"{i}.0")
+    assert len(reg._agents[agent].variants) <= 8
+    assert reg.update(agent, make_card('"other"'), "99.0") is False  # unknown: never a change
+    assert reg.update(agent, make_card('"other"'), "0.0") is True  # a known variant changed

@@ -1,10 +1,10 @@
 """Spans, events and metrics against the two real SDK servers, driven by the a2a-sdk client.
 
 Both peers (a2a-sdk 1.3 under uvicorn, @a2a-js/sdk 1.3 under Node; ``tests/conftest.py``) over
-v1.0 JSON-RPC, v1.0 HTTP+JSON, v0.3 JSON-RPC and v0.3 HTTP+JSON. Nothing is mocked: the wire is whatever the
-SDKs put on it, and every expected value is either a contract constant (DESIGN §3/§4) or read
-from what the application itself received (the card's ``ETag`` header, the task the SDK
-client decoded). No sleeps: every wait is on an event the peer sends.
+v1.0 JSON-RPC, v1.0 HTTP+JSON, v0.3 JSON-RPC and v0.3 HTTP+JSON. Nothing is mocked: the wire
+is whatever the SDKs put on it, and every expected value is either a contract constant
+(DESIGN §3/§4) or read from what the application itself received (the card's ``ETag``
+header, the task the SDK client decoded). No sleeps: every wait is on an event the peer sends.
 
 The a2a-sdk client picks the v1.0 interface whenever the card offers one; v0.3 JSON-RPC is
 selected by handing the factory the same card with only its 0.3 JSON-RPC interface (both peers
@@ -552,3 +552,44 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
     assert late.status_update.status.timestamp.ToDatetime() <= done.status.timestamp.ToDatetime()
     assert divergences(otel.span("A2A SubscribeToTask")) == []
     assert after == {"active": 0, "interrupted": 0, "terminal": 1}
+
+
+@pytest.mark.node
+def test_card_variants_per_version_are_not_etag_changes(otel: Harness, node_peer: str) -> None:
+    """@a2a-js/sdk's card handler in compatibility mode serves a v0.3-shaped card without
+    ``A2A-Version`` and the v1.0 card with it, each with its own ETag (``Vary: A2A-Version``).
+    A process fetching both ways (a bare resolver, then a 1.0 client) saw every alternate
+    fetch as a redeploy, and a decision after it as ``etag_changed``."""
+    compat_card = node_peer + "/compat/.well-known/agent-card.json"
+    rpc = {"A2A-Version": "1.0"}
+    slow = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "slow"}],
+            },
+            "configuration": {"returnImmediately": True},
+        },
+    }
+    with httpx.Client(timeout=10.0) as http:
+        bare = http.get(compat_card)
+        versioned = http.get(compat_card, headers=rpc)
+        assert bare.headers["etag"] != versioned.headers["etag"]  # the peer does vary
+        task = http.post(node_peer + "/a2a/jsonrpc", json=slow, headers=rpc).json()["result"][
+            "task"
+        ]
+        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}
+        http.post(node_peer + "/a2a/jsonrpc", json=get, headers=rpc)
+        http.get(compat_card)  # the other variant again: no redeploy
+        cancel = {"jsonrpc": "2.0", "id": 3, "method": "CancelTask", "params": {"id": task["id"]}}
+        http.post(node_peer + "/a2a/jsonrpc", json=cancel, headers=rpc)
+        http.get(compat_card, headers=rpc)
+    cards = otel.spans("A2A GetAgentCard")
+    assert [attrs(s)["a2a.card.etag.changed"] for s in cards] == [False] * 4
+    assert otel.total("a2a.card.etag.changes") == 0
+    assert divergences(otel.span("A2A CancelTask")) == []
+    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1

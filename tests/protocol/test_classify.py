@@ -313,8 +313,12 @@ def test_grpc_rejects_unknown_method_and_metadata_version_wins() -> None:
     ],
 )
 def test_card(path: str, base: str) -> None:
-    req = classify_request("GET", path, {"A2A-Version": "1.0"}, None)
-    assert req == A2ARequest(Op.GET_AGENT_CARD, Binding.HTTP_JSON, None, base_url_path=base)
+    req = classify_request("GET", path, {"A2A-Version": "1.0.2"}, None)
+    assert req == A2ARequest(
+        Op.GET_AGENT_CARD, Binding.HTTP_JSON, None, base_url_path=base, card_variant="1.0"
+    )
+    plain = classify_request("GET", path, {}, None)  # not negotiated: no version, no variant
+    assert plain == A2ARequest(Op.GET_AGENT_CARD, Binding.HTTP_JSON, None, base_url_path=base)
     assert classify_request("POST", path, {}, None) is None
 
 

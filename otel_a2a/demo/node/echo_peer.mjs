@@ -6,6 +6,9 @@
 //   /.well-known/agent-card.json  the card, Cache-Control: public, max-age=300, weak ETag, 304
 //   /a2a/jsonrpc                  v1.0 JSON-RPC; v0.3 names when no A2A-Version (legacyCompat)
 //   /a2a/rest                     v1.0 HTTP+JSON; v0.3 /v1/... routes (legacyCompat)
+//   /compat/.well-known/agent-card.json  the same card through the SDK's legacyCompat card
+//                                 handler: a v0.3-shaped card without A2A-Version, the v1.0 one
+//                                 with it, each with its own ETag (Vary: A2A-Version)
 //
 // The behaviour follows the first word of the message text (same as tests/peers/python_peer.py):
 //   echo ... (and anything not below)  submitted, working, artifact, completed
@@ -195,6 +198,10 @@ const app = express();
 app.use(
   `/${AGENT_CARD_PATH}`,
   agentCardHandler({ agentCardProvider: handler, cache: { maxAge: 300 } }),
+);
+app.use(
+  `/compat/${AGENT_CARD_PATH}`,
+  agentCardHandler({ agentCardProvider: handler, legacyCompat: compat }),
 );
 app.use(
   JSONRPC_PATH,
