@@ -24,7 +24,8 @@ from otel_a2a.protocol.states import StateClass
 
 @dataclass(frozen=True, slots=True)
 class CardUpdate:
-    """Result of a card fetch: the agent key, the etag in force, whether it changed."""
+    """Result of a card fetch: the agent key, the etag of the card fetched (the one in
+    force, unless the server serves one card per ``A2A-Version``), whether it changed."""
 
     agent: str
     etag: str | None
@@ -69,7 +70,7 @@ class Detector:
         else:
             changed = registry.update(agent, card, variant)
         heartbeat, source = registry.heartbeat(agent)
-        return CardUpdate(agent, registry.etag(agent), changed, heartbeat, source)
+        return CardUpdate(agent, registry.variant_etag(agent, variant), changed, heartbeat, source)
 
     def on_reports(
         self,

@@ -252,6 +252,14 @@ class CardRegistry:
         entry = self._agents.get(agent)
         return entry.etag if entry is not None else None
 
+    def variant_etag(self, agent: str, variant: str | None) -> str | None:
+        """The etag of the card last fetched as ``variant``, else the etag in force."""
+        entry = self._agents.get(agent)
+        if entry is None:
+            return None
+        known = entry.variants.get(variant)
+        return known[0] if known is not None else entry.etag
+
     def card(self, agent: str) -> CardInfo | None:
         entry = self._agents.get(agent)
         return entry.card if entry is not None else None

@@ -590,6 +590,10 @@ def test_card_variants_per_version_are_not_etag_changes(otel: Harness, node_peer
         http.get(compat_card, headers=rpc)
     cards = otel.spans("A2A GetAgentCard")
     assert [attrs(s)["a2a.card.etag.changed"] for s in cards] == [False] * 4
+    # each card span carries the etag of the card it fetched; task spans the one in force
+    etags = [bare.headers["etag"], versioned.headers["etag"]] * 2
+    assert [attrs(s)["a2a.card.etag"] for s in cards] == etags
+    assert attrs(otel.span("A2A GetTask"))["a2a.card.etag"] == bare.headers["etag"]
     assert otel.total("a2a.card.etag.changes") == 0
     assert divergences(otel.span("A2A CancelTask")) == []
     assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
