@@ -99,12 +99,12 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
     end_abandoned()  # of earlier requests: see Exchange.abandon
     try:
         url = request.url
-        query = url.query  # read for an ``A2A-Version`` parameter only, never recorded
         a2a = classify_request(
             request.method,
-            f"{url.path}?{query.decode('ascii', 'replace')}" if query else url.path,
+            url.path,
             _headers(request.headers, _REQUEST_HEADERS),
             _request_body(request),
+            url.query,  # read for an ``A2A-Version`` parameter of A2A calls only, never recorded
         )
     except Exception as exc:
         rt.error(exc)

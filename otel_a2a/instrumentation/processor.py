@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -46,17 +47,24 @@ def _ours(span: ReadableSpan) -> bool:
     return scope is not None and scope.name == sc.SCOPE
 
 
-# The span each hook last judged, per thread. A provider runs its processors one after the
-# other for one span, so a second DivergenceSpanProcessor on it (the application added one,
-# otel-a2a another) finds the span already there and leaves it: no decision judged twice.
-_last = threading.local()
+# Spans each hook has judged, whichever processor instance did: a second
+# DivergenceSpanProcessor on a provider (the application added one, otel-a2a another) leaves
+# them alone, under a ConcurrentMultiSpanProcessor too: no decision judged twice. Only decision
+# spans and spans carrying a task id get here; weak references, so no span is kept alive.
+_judged: dict[str, weakref.WeakSet[ReadableSpan]] = {
+    "start": weakref.WeakSet(),
+    "end": weakref.WeakSet(),
+}
+_judged_lock = threading.Lock()
 
 
 def _first_sight(hook: str, span: ReadableSpan) -> bool:
-    if getattr(_last, hook, None) is span:
-        return False
-    setattr(_last, hook, span)
-    return True
+    seen = _judged[hook]
+    with _judged_lock:
+        if span in seen:
+            return False
+        seen.add(span)
+        return True
 
 
 class DivergenceSpanProcessor(SpanProcessor):

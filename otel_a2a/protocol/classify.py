@@ -106,7 +106,9 @@ _PATH_HINTS = re.compile("tasks|message:|xtendedAgentCard|ExtendedCard|/card|wel
 _PUSH = "pushNotificationConfigs"
 _OBJECT_START = re.compile(rb"[ \t\r\n]*\{")
 _BLANK = re.compile(rb"[ \t\r\n]*\Z")
-_QUERY_VERSION = re.compile("version", re.IGNORECASE)  # a cheap test before parsing
+# the ``A2A-Version`` query parameter (its name percent-encoded or not); at most 64 characters
+_QUERY_VERSION = re.compile(r"(?:^|&)a2a(?:-|%2d)version=([^&]{0,64})", re.IGNORECASE)
+_QUERY_VERSION_B = re.compile(rb"(?:^|&)a2a(?:-|%2d)version=([^&]{0,64})", re.IGNORECASE)
 
 
 # Enum member access is slow on Python 3.11 (~0.3 µs); the hot paths use these.
@@ -152,54 +154,70 @@ def _parse_version(value: str) -> str:
 
 
 def classify_request(
-    method: str, path: str, headers: Mapping[str, str], body: bytes | None
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    query: str | bytes | None = None,
 ) -> A2ARequest | None:
-    """Recognise an HTTP request as an A2A operation, or return None. Never raises."""
+    """Recognise an HTTP request as an A2A operation, or return None. Never raises.
+
+    ``query`` is the URL's query string (without ``?``); when it is not given, a ``?`` in
+    ``path`` starts it. It is only read, for an ``A2A-Version`` parameter, once the request
+    is recognised as A2A: other traffic never pays for it.
+    """
     try:
-        return _classify(method.upper(), path, headers, body)
+        return _classify(method.upper(), path, headers, body, query)
     except Exception:  # wire layer must never break the host application
         return None
 
 
 def _classify(
-    method: str, path: str, headers: Mapping[str, str], body: bytes | None
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    query: str | bytes | None,
 ) -> A2ARequest | None:
     if method not in ("GET", "POST", "DELETE"):
         return None
-    cut = path.find("?")
-    if cut >= 0:
-        query, path = path[cut + 1 :], path[:cut]
-        if _QUERY_VERSION.search(query) and header(headers, "a2a-version") is None:
-            headers = _with_query_version(headers, query)
+    if query is None:
+        cut = path.find("?")
+        if cut >= 0:
+            query, path = path[cut + 1 :], path[:cut]
     if _PATH_HINTS.search(path):
-        found = _classify_path(method, path, headers, body)
+        found = _classify_path(method, path, headers, body, query)
         if found is not None:
             return found
     if method == "POST" and body:
-        return _classify_jsonrpc(path, headers, body)
+        return _classify_jsonrpc(path, headers, body, query)
     return None
 
 
-def _with_query_version(headers: Mapping[str, str], query: str) -> Mapping[str, str]:
-    """Spec §3.6.1: "Clients MAY provide the ``A2A-Version`` as a request parameter instead
-    of a header"; the header wins when both are sent. Only the version is ever read."""
-    for field in query.split("&"):
-        name, _, value = field.partition("=")
-        if unquote_plus(name).lower() == "a2a-version":
-            return {
-                **{k.lower(): v for k, v in headers.items()},
-                "a2a-version": unquote_plus(value),
-            }
-    return headers
+def _version(headers: Mapping[str, str], query: str | bytes | None) -> str | None:
+    """The ``A2A-Version`` header, else (spec §3.6.1: "Clients MAY provide the
+    ``A2A-Version`` as a request parameter instead of a header") the query parameter."""
+    value = header(headers, "a2a-version")
+    if value is not None or not query:
+        return value
+    if isinstance(query, bytes):
+        found_b = _QUERY_VERSION_B.search(query)
+        return unquote_plus(found_b.group(1).decode("ascii", "replace")) if found_b else None
+    found = _QUERY_VERSION.search(query)
+    return unquote_plus(found.group(1)) if found else None
 
 
 def _classify_path(
-    method: str, path: str, headers: Mapping[str, str], body: bytes | None
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    query: str | bytes | None,
 ) -> A2ARequest | None:
     if method == "GET":
         for suffix in CARD_SUFFIXES:
             if path.endswith(suffix):
-                asked = header(headers, "a2a-version")
+                asked = _version(headers, query)
                 return A2ARequest(
                     _GET_AGENT_CARD,
                     _B_HTTP_JSON,
@@ -243,7 +261,7 @@ def _classify_path(
     if method == "POST" and not _json_request(headers, body):
         return None
     base = segs[:-n_suffix]
-    raw_version = header(headers, "a2a-version")
+    raw_version = _version(headers, query)
     version = parse_version(raw_version)
     if base and base[-1] == "v1" and (raw_version is None or version.startswith("0.")):
         base.pop()  # the v0.3 ``/v1`` prefix is not part of the interface URL
@@ -296,7 +314,7 @@ def _classify_grpc(method: str, path: str, headers: Mapping[str, str]) -> A2AReq
     op = table.get(name)
     if op is None:
         return None
-    raw_version = header(headers, "a2a-version")
+    raw_version = header(headers, "a2a-version")  # gRPC metadata: no query string
     version = parse_version(raw_version) if raw_version and raw_version.strip() else default
     return A2ARequest(op, _B_GRPC, version)
 
@@ -310,7 +328,9 @@ def _mentions_jsonrpc(body: bytes) -> bool:
     return len(body) > _SNIFF and body.find(_JSONRPC_KEY, len(body) - _SNIFF) >= 0
 
 
-def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2ARequest | None:
+def _classify_jsonrpc(
+    path: str, headers: Mapping[str, str], body: bytes, query: str | bytes | None
+) -> A2ARequest | None:
     if not _mentions_jsonrpc(body):  # most non-A2A POSTs stop here
         return None
     doc = parse_request(body)
@@ -342,7 +362,7 @@ def _classify_jsonrpc(path: str, headers: Mapping[str, str], body: bytes) -> A2A
         (
             op,
             _B_JSONRPC,
-            parse_version(header(headers, "a2a-version")),
+            parse_version(_version(headers, query)),
             rpc_method,
             task_id,
             context_id,

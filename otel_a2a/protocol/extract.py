@@ -133,9 +133,11 @@ def _extract(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
 
 
 def _v03_rest_not_found(request: A2ARequest, doc: Any) -> bool:
-    """a2a-sdk 0.3's HTTP+JSON server answers TaskNotFound with 404 ``{"message": ...}``
-    (``utils/error_handlers.py``): on an operation that names a task, that is the task."""
-    return (
+    """a2a-sdk 0.3's HTTP+JSON server answers TaskNotFound with 404 and exactly
+    ``{"message": "Task not found"}`` (``utils/error_handlers.py``). Only that: gateways and
+    frameworks answer a missed route with a ``message`` too (Kong, API Gateway, Fastify,
+    NestJS), and a task reported lost that was not is a critical page."""
+    if not (
         request.binding is _HTTP_JSON
         and (request.version or "").startswith("0.")
         and (
@@ -143,10 +145,11 @@ def _v03_rest_not_found(request: A2ARequest, doc: Any) -> bool:
             or (request.operation in _SEND and request.task_id is not None)
         )
         and isinstance(doc, dict)
-        and isinstance(doc.get("message"), str)
-        and "code" not in doc
-        and "detail" not in doc  # FastAPI's own 404 for an unknown route
-    )
+        and len(doc) == 1
+    ):
+        return False
+    message = doc.get("message")
+    return isinstance(message, str) and message[:14].lower() == "task not found"
 
 
 def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
@@ -277,7 +280,12 @@ def _report(
         status = obj.get("status")
         if type(status) is dict:
             raw = status.get("state")
-            if raw is None and "state" not in status and omits_defaults(version, binding):
+            if (
+                raw is None
+                and "state" not in status
+                and "kind" not in obj  # ProtoJSON objects carry no ``kind``
+                and omits_defaults(version, binding)
+            ):
                 state = OMITTED_UNSPECIFIED
             else:
                 state = read_state(raw, version, binding)

@@ -290,3 +290,42 @@ def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harnes
     ):
         pass
     assert otel.total("a2a.liveness.decisions") == 2
+
+
+def test_two_processors_under_a_concurrent_multi_span_processor_judge_once() -> None:
+    """``ConcurrentMultiSpanProcessor`` runs the processors of one span on pool threads at
+    once: the once-only rule must hold across threads, not per thread."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import ConcurrentMultiSpanProcessor
+
+    from otel_a2a.instrumentation import A2AInstrumentor
+
+    provider = TracerProvider(active_span_processor=ConcurrentMultiSpanProcessor(4))
+    for _ in range(3):  # the application's, twice over; otel-a2a adds its own
+        provider.add_span_processor(DivergenceSpanProcessor())
+    reader = InMemoryMetricReader()
+    instrumentor = A2AInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    try:
+        tracer = provider.get_tracer("my.orchestrator")
+        for i in range(50):
+            attributes = {"a2a.liveness.decision": True, "a2a.task.id": f"t{i}"}
+            with tracer.start_as_current_span("wait_on_task", attributes=attributes):
+                pass
+        data = reader.get_metrics_data()
+        assert data is not None
+        decisions = sum(
+            point.value
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == "a2a.liveness.decisions"
+            for point in m.data.data_points  # type: ignore[union-attr]
+        )
+        assert decisions == 50
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()

@@ -27,7 +27,7 @@ PROM_UID = "otel-a2a-prometheus"
 # 1m window its rates are 0 and the quantiles NaN).
 SUBSTITUTIONS = {
     "$__rate_interval": "1h",
-    "$__interval": "15s",
+    "$__interval": "1h",
     "$__range": "1h",
     "$agent": ".*",
     "$heartbeat": "30",
@@ -307,3 +307,64 @@ def test_a_quiet_range_has_no_share_rather_than_nan(incident_scraped: OpsStack) 
     )
     expr = substitute(dict(_queries())["Divergent decision share/A"], __range="3s")
     assert prom.query(expr) == []
+
+
+def _promtool_expr_test(tmp_path: Path, series: dict[str, str], cases: list[Any]) -> str:
+    """Run ``promtool test rules`` with ``promql_expr_test`` cases over synthetic series
+    scraped every 15 s; returns promtool's output (asserting success)."""
+    (tmp_path / "empty.rules.yaml").write_text("groups: []\n")
+    doc = {
+        "rule_files": ["empty.rules.yaml"],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                "promql_expr_test": cases,
+            }
+        ],
+    }
+    path = tmp_path / "dashboard.test.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = run_promtool("test", "rules", str(path), cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
+
+
+@pytest.mark.prometheus
+def test_share_is_zero_when_no_decision_diverged(tmp_path: Path) -> None:
+    """Decisions taken, none divergent: the divergent series does not exist at all; the
+    share must read 0 (healthy), not "no value"."""
+    expr = substitute(dict(_queries())["Divergent decision share/A"], __range="5m")
+    decided = (
+        'a2a_liveness_decisions_total{a2a_agent_name="w",a2a_decision_outcome="authoritative"}'
+    )
+    _promtool_expr_test(
+        tmp_path,
+        {decided: "0+1x40"},
+        [{"expr": expr, "eval_time": "8m", "exp_samples": [{"labels": "{}", "value": 0}]}],
+    )
+
+
+@pytest.mark.prometheus
+def test_one_event_is_one_bar(tmp_path: Path) -> None:
+    """The bar panels count each step's own interval: one divergence shows once, at the step
+    whose interval holds it, and 0 at the next (overlapping windows showed it four times)."""
+    expr = substitute(
+        next(e for i, e in _queries() if i.startswith("Divergences by reason")),
+        __interval="1m",
+    )
+    labels = 'a2a_agent_name="w",a2a_divergence_reason="task_lost"'
+    events = [
+        {"labels": "{" + labels + "}", "value": 1},
+    ]
+    quiet = [{"labels": "{" + labels + "}", "value": 0}]
+    _promtool_expr_test(
+        tmp_path,
+        {f'a2a_divergence_total{{{labels},a2a_operation="GetTask"}}': "_x12 1x28"},
+        [
+            {"expr": expr, "eval_time": "3m", "exp_samples": events},
+            {"expr": expr, "eval_time": "4m", "exp_samples": quiet},
+            {"expr": expr, "eval_time": "5m", "exp_samples": quiet},
+        ],
+    )

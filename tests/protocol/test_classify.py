@@ -474,3 +474,28 @@ def test_version_as_a_query_parameter(target: str, headers: dict[str, str], vers
         "POST", target.replace("/tasks/t1", ""), headers, rpc("GetTask", {"id": "t1"})
     )
     assert rpc_found is not None and rpc_found.version == version
+
+
+def test_the_query_is_read_only_for_a2a_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other traffic never pays for its query string (an LLM call's, a storage URL's)."""
+    from otel_a2a.protocol import classify
+
+    searched: list[bytes] = []
+
+    class Spy:
+        def search(self, query: bytes) -> None:
+            searched.append(query)
+
+    monkeypatch.setattr(classify, "_QUERY_VERSION_B", Spy())
+    huge = b"api-version=2024-01-01&" + b"x" * 1_000_000
+    assert classify_request("GET", "/v1/models", {}, None, huge) is None
+    assert classify_request("POST", "/v1/chat/completions", {}, b'{"model":"m"}', huge) is None
+    assert searched == []
+    assert classify_request("GET", "/a2a/tasks/t1", {}, None, b"A2A-Version=1.0") is not None
+    assert searched == [b"A2A-Version=1.0"]
+
+
+def test_a_question_mark_in_a_decoded_path_is_part_of_it_when_the_query_is_given() -> None:
+    """httpx hands the path decoded: a task id spelt with ``%3F`` holds a ``?``."""
+    found = classify_request("GET", "/a2a/tasks/a?b", {}, None, b"A2A-Version=1.0")
+    assert found is not None and (found.task_id, found.version) == ("a?b", "1.0")

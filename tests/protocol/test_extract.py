@@ -189,6 +189,14 @@ def test_missing_state_reads_unmapped() -> None:
     assert report.state == StateReading("", S.UNKNOWN, False, False)
 
 
+def test_an_empty_status_of_a_kind_tagged_task_is_a_missing_state() -> None:
+    """A ``kind`` marks JSON-typed (not ProtoJSON) serialisation, as @a2a-js/sdk's v0.3
+    HTTP+JSON: there an empty status lacks its state (``unknown_state``)."""
+    body = b'{"id":"t","kind":"task","status":{"timestamp":"2026-01-01T00:00:00Z"}}'
+    (report,) = extract_response(REST_GET_V03, 200, body).reports
+    assert report.state == StateReading("", S.UNKNOWN, False, False)
+
+
 @pytest.mark.parametrize("request_", [GET_V1, REST_GET, REST_GET_V03], ids=repr)
 def test_an_empty_status_is_unspecified_under_protojson(request_: A2ARequest) -> None:
     """ProtoJSON omits a field at its default: both SDKs send ``TASK_STATE_UNSPECIFIED`` as
@@ -469,6 +477,15 @@ def test_a_v03_python_sdk_rest_404_is_task_not_found() -> None:
     assert route_miss.error is not None and not route_miss.error.task_not_found
     server_error = extract_response(REST_GET_V03, 500, body)
     assert server_error.error is not None and not server_error.error.task_not_found
+    # route misses of gateways and frameworks carry a "message" too: never a lost task
+    for miss in (
+        b'{"message":"Route GET:/x not found","error":"Not Found","statusCode":404}',  # Fastify
+        b'{"message":"Cannot GET /x","error":"Not Found","statusCode":404}',  # NestJS
+        b'{"message":"no Route matched with those values"}',  # Kong
+        b'{"message":"Not Found"}',  # AWS API Gateway
+    ):
+        facts = extract_response(REST_GET_V03, 404, miss)
+        assert facts.error is not None and not facts.error.task_not_found, miss
     list_v03 = A2ARequest(Op.LIST_TASKS, Binding.HTTP_JSON, "0.3")
     assert not extract_response(list_v03, 404, body).error.task_not_found  # type: ignore[union-attr]
 
