@@ -194,8 +194,12 @@ class CardRegistry:
                 changed = known[0] is not None
                 entry.generation += 1
                 entry.etag = card.etag
-            if known is not None or len(entry.variants) < _MAX_VARIANTS:
-                entry.variants[variant] = (card.etag, entry.generation)
+            variants = entry.variants
+            if known is not None:
+                del variants[variant]  # re-inserted last: least recently fetched first
+            elif len(variants) >= _MAX_VARIANTS:
+                del variants[next(iter(variants))]
+            variants[variant] = (card.etag, entry.generation)
             entry.card = card
             self._set_routes(agent, entry, card)
             # resolved here, under the lock: a lazy cache could store the previous card's value

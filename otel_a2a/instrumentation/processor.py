@@ -55,7 +55,9 @@ _judged: dict[str, weakref.WeakSet[ReadableSpan]] = {
     "start": weakref.WeakSet(),
     "end": weakref.WeakSet(),
 }
-_judged_lock = threading.Lock()
+# re-entrant: adding to a set may run the garbage collector, which may finalise a generator
+# suspended inside a span and so end that span here, in this very thread
+_judged_lock = threading.RLock()
 
 
 def _first_sight(hook: str, span: ReadableSpan) -> bool:

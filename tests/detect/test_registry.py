@@ -267,6 +267,7 @@ def test_variants_are_bounded() -> None:
     reg, agent = CardRegistry(), "http://a"
     for i in range(100):
         reg.update(agent, make_card('"same"'), f"{i}.0")
-    assert len(reg._agents[agent].variants) <= 8
-    assert reg.update(agent, make_card('"other"'), "99.0") is False  # unknown: never a change
-    assert reg.update(agent, make_card('"other"'), "0.0") is True  # a known variant changed
+    assert len(reg._agents[agent].variants) == 8  # the 8 most recently fetched
+    assert reg.update(agent, make_card('"other"'), "0.0") is False  # forgotten: new again
+    assert reg.update(agent, make_card('"again"'), "0.0") is True  # and tracked since
+    assert reg.variant_etag(agent, "0.0") == '"again"'

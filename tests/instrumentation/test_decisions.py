@@ -329,3 +329,26 @@ def test_two_processors_under_a_concurrent_multi_span_processor_judge_once() -> 
     finally:
         instrumentor.uninstrument()
         provider.shutdown()
+
+
+def test_a_span_ending_while_its_processor_holds_the_judged_set_does_not_deadlock(
+    otel: Harness,
+) -> None:
+    """Adding to the set of judged spans may run the garbage collector, which may finalise a
+    generator suspended inside a span and end it right there, in the same thread."""
+    from otel_a2a.instrumentation import processor
+
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    span = tracer.start_span(
+        "server", attributes={"a2a.task.id": "tQ", "a2a.task.state": "working"}
+    )
+    done = threading.Event()
+
+    def end_while_held() -> None:
+        with processor._judged_lock:  # where the collector would have run
+            span.end()
+        done.set()
+
+    threading.Thread(target=end_while_held, daemon=True).start()  # a hang must not hang pytest
+    assert done.wait(10), "deadlocked on the processor's own lock"
+    assert otel.spans("server")

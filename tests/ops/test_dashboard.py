@@ -309,16 +309,18 @@ def test_a_quiet_range_has_no_share_rather_than_nan(incident_scraped: OpsStack) 
     assert prom.query(expr) == []
 
 
-def _promtool_expr_test(tmp_path: Path, series: dict[str, str], cases: list[Any]) -> str:
+def _promtool_expr_test(
+    tmp_path: Path, series: dict[str, str], cases: list[Any], interval: str = "15s"
+) -> str:
     """Run ``promtool test rules`` with ``promql_expr_test`` cases over synthetic series
-    scraped every 15 s; returns promtool's output (asserting success)."""
+    scraped every ``interval``; returns promtool's output (asserting success)."""
     (tmp_path / "empty.rules.yaml").write_text("groups: []\n")
     doc = {
         "rule_files": ["empty.rules.yaml"],
         "evaluation_interval": "15s",
         "tests": [
             {
-                "interval": "15s",
+                "interval": interval,
                 "input_series": [{"series": k, "values": v} for k, v in series.items()],
                 "promql_expr_test": cases,
             }
@@ -368,3 +370,26 @@ def test_one_event_is_one_bar(tmp_path: Path) -> None:
             {"expr": expr, "eval_time": "5m", "exp_samples": quiet},
         ],
     )
+
+
+@pytest.mark.prometheus
+def test_an_event_between_two_bars_windows_is_in_the_next_bar(tmp_path: Path) -> None:
+    """``increase()`` over each step's own window sees only the samples inside it: an
+    increment between the last sample of one window and the first of the next was in no
+    bar. Differences of last values telescope: each event is in exactly one bar."""
+    expr = substitute(
+        next(e for i, e in _queries() if i.startswith("Divergences by reason")),
+        __interval="30s",
+    )
+    labels = 'a2a_agent_name="w",a2a_divergence_reason="heartbeat_gap"'
+    series = {f'a2a_divergence_total{{{labels},a2a_operation="SendMessage"}}': "0x6 1x20"}
+    bars = [(33, 0), (63, 1), (93, 0)]
+    cases = [
+        {
+            "expr": expr,
+            "eval_time": f"{t}s",
+            "exp_samples": [{"labels": "{" + labels + "}", "value": v}],
+        }
+        for t, v in bars
+    ]
+    _promtool_expr_test(tmp_path, series, cases, interval="5s")
