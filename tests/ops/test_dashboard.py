@@ -393,3 +393,35 @@ def test_an_event_between_two_bars_windows_is_in_the_next_bar(tmp_path: Path) ->
         for t, v in bars
     ]
     _promtool_expr_test(tmp_path, series, cases, interval="5s")
+
+
+@pytest.mark.prometheus
+def test_a_quiet_series_scraped_less_often_than_a_bar_shows_no_bar(tmp_path: Path) -> None:
+    """60 s scrapes under 30 s bars: a bar whose previous window holds no sample must still
+    compare with the last value before it, not show the running total again."""
+    expr = substitute(
+        next(e for i, e in _queries() if i.startswith("Divergences by reason")),
+        __interval="30s",
+    )
+    labels = 'a2a_agent_name="w",a2a_divergence_reason="heartbeat_gap"'
+    series = {f'a2a_divergence_total{{{labels},a2a_operation="SendMessage"}}': "7x30"}
+    quiet = [{"labels": "{" + labels + "}", "value": 0}]
+    cases = [{"expr": expr, "eval_time": f"{t}s", "exp_samples": quiet} for t in (645, 675, 705)]
+    _promtool_expr_test(tmp_path, series, cases, interval="60s")
+
+
+@pytest.mark.prometheus
+def test_a_series_born_and_gone_within_the_range_still_counts(tmp_path: Path) -> None:
+    """A replaced pod's divergences happened in the range even if its series is gone now."""
+    expr = substitute(dict(_queries())["Divergences in range/A"], __range="1h")
+    labels = 'a2a_agent_name="w",a2a_divergence_reason="heartbeat_gap",a2a_operation="GetTask"'
+    series = {
+        f'a2a_divergence_total{{{labels},instance="pod-1"}}': "_x8 1 3 5x4 _x40",
+        f'a2a_divergence_total{{{labels},instance="pod-2"}}': "_x20 1x30",
+    }
+    _promtool_expr_test(
+        tmp_path,
+        series,
+        [{"expr": expr, "eval_time": "45m", "exp_samples": [{"labels": "{}", "value": 6}]}],
+        interval="1m",
+    )
