@@ -16,7 +16,7 @@ import httpx
 from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation import processor, runtime
 from otel_a2a.instrumentation.exchange import Exchange, end_abandoned
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
@@ -97,6 +97,8 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
     if rt is None or not is_instrumentation_enabled():
         return None
     end_abandoned()  # of earlier requests: see Exchange.abandon
+    if processor.set_aside_pending():
+        processor.observe_set_aside(rt)  # foreign spans ended during a collection
     try:
         url = request.url
         a2a = classify_request(

@@ -8,9 +8,11 @@ spans that carry a task state into observations.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -69,6 +71,56 @@ def _first_sight(hook: str, span: ReadableSpan) -> bool:
         return True
 
 
+# A span the garbage collector ends (a generator suspended inside it, collected) may end while
+# this very thread holds a lock of the ledger or the registry: observing it there would wait
+# on that lock for ever. Spans ending during a collection are set aside, their attributes
+# kept, and observed by the next hook call or A2A request outside a collection.
+_collecting = False
+_MAX_SET_ASIDE = 1024
+_set_aside: deque[tuple[str, Mapping[str, object]]] = deque()
+_dropped = 0  # set aside beyond the bound; counted as errors once a runtime can count them
+
+
+def _gc_phase(phase: str, _info: dict[str, int]) -> None:
+    global _collecting
+    _collecting = phase == "start"
+
+
+gc.callbacks.append(_gc_phase)
+
+
+def _put_aside(task_id: str, attrs: Mapping[str, object]) -> None:
+    global _dropped
+    if len(_set_aside) < _MAX_SET_ASIDE:
+        _set_aside.append((task_id, attrs))
+    else:
+        _dropped += 1
+
+
+def set_aside_pending() -> bool:
+    return bool(_set_aside) or _dropped > 0
+
+
+def observe_set_aside(rt: runtime.Runtime) -> None:
+    """Observe the spans set aside during collections (see ``_collecting``)."""
+    global _dropped
+    if _collecting:
+        return
+    if _dropped:
+        dropped, _dropped = _dropped, 0
+        for _ in range(dropped):
+            rt.error("set_aside_overflow")
+    while _set_aside:
+        try:
+            task_id, attrs = _set_aside.popleft()
+        except IndexError:  # another thread took the last one
+            return
+        try:
+            DivergenceSpanProcessor._observe(rt, task_id, attrs)
+        except Exception as exc:
+            rt.error(exc)
+
+
 class DivergenceSpanProcessor(SpanProcessor):
     """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use
     (one added by the application as well is harmless: each span is judged once)."""
@@ -101,10 +153,16 @@ class DivergenceSpanProcessor(SpanProcessor):
         rt = runtime.current()
         if rt is None or _ours(span) or not _first_sight("end", span):
             return
+        task_id = attrs.get(sc.TASK_ID)
+        if not isinstance(task_id, str):
+            return
+        if _collecting:  # no lock, no metric here: see ``_collecting``
+            _put_aside(task_id, attrs)
+            return
+        if _set_aside:
+            observe_set_aside(rt)
         try:
-            task_id = attrs.get(sc.TASK_ID)
-            if isinstance(task_id, str):
-                self._observe(rt, task_id, attrs)
+            self._observe(rt, task_id, attrs)
         except Exception as exc:
             rt.error(exc)
 

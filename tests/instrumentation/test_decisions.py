@@ -352,3 +352,70 @@ def test_a_span_ending_while_its_processor_holds_the_judged_set_does_not_deadloc
     threading.Thread(target=end_while_held, daemon=True).start()  # a hang must not hang pytest
     assert done.wait(10), "deadlocked on the processor's own lock"
     assert otel.spans("server")
+
+
+def test_a_foreign_span_the_collector_ends_under_the_ledger_lock_is_set_aside(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generator suspended inside a span, collected while this thread holds the ledger's
+    lock, ends its span right there: observing it then would wait on that lock for ever.
+    During a collection it is set aside, and observed by the next hook call or request."""
+    from otel_a2a.instrumentation import processor, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    span = tracer.start_span(
+        "server", attributes={"a2a.task.id": "tG", "a2a.task.state.raw": "Working"}
+    )
+    done = threading.Event()
+
+    def end_in_a_collection() -> None:
+        with rt.detector.ledger._lock:  # where the collection ran
+            monkeypatch.setattr(processor, "_collecting", True)
+            span.end()
+            monkeypatch.setattr(processor, "_collecting", False)
+        done.set()
+
+    threading.Thread(target=end_in_a_collection, daemon=True).start()
+    assert done.wait(10), "deadlocked on the ledger's lock"
+    assert rt.detector.ledger.get("tG") is None  # set aside, not yet observed
+    with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tH"}):
+        pass  # the next hook call observes it
+    observed = rt.detector.ledger.get("tG")
+    assert observed is not None and observed.raw == "Working"
+    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+
+
+def test_the_collection_flag_follows_the_real_garbage_collector(otel: Harness) -> None:
+    """A generator in a reference cycle, suspended inside a span, is closed by ``gc``: its
+    span ends during the collection and is observed by the next hook call."""
+    import gc
+
+    from otel_a2a.instrumentation import runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+
+    def worker() -> Iterator[None]:
+        span = tracer.start_span(
+            "server", attributes={"a2a.task.id": "tC", "a2a.task.state.raw": "TASK_STATE_WORKING"}
+        )
+        try:
+            yield
+        finally:
+            span.end()
+
+    gen = worker()
+    next(gen)
+    cycle: list[object] = [gen]
+    cycle.append(cycle)
+    del gen, cycle
+    gc.collect()
+    assert otel.spans("server"), "the collector did not close the generator"
+    assert rt.detector.ledger.get("tC") is None  # set aside during the collection
+    with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tD"}):
+        pass
+    observed = rt.detector.ledger.get("tC")
+    assert observed is not None and observed.raw == "TASK_STATE_WORKING"
