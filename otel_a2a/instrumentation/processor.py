@@ -8,6 +8,7 @@ spans that carry a task state into observations.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import time
@@ -108,8 +109,8 @@ def observe_set_aside(rt: runtime.Runtime) -> None:
         return
     if _dropped:
         dropped, _dropped = _dropped, 0
-        for _ in range(dropped):
-            rt.error("set_aside_overflow")
+        with contextlib.suppress(Exception):  # the error path must not raise into the host
+            rt.metrics.errors.add(dropped, {sc.ERROR_TYPE: "set_aside_overflow"})
     while _set_aside:
         try:
             task_id, attrs = _set_aside.popleft()

@@ -419,3 +419,27 @@ def test_the_collection_flag_follows_the_real_garbage_collector(otel: Harness) -
         pass
     observed = rt.detector.ledger.get("tC")
     assert observed is not None and observed.raw == "TASK_STATE_WORKING"
+
+
+def test_spans_set_aside_beyond_the_bound_are_counted_not_kept(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otel_a2a.instrumentation import processor, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    monkeypatch.setattr(processor, "_MAX_SET_ASIDE", 2)
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    monkeypatch.setattr(processor, "_collecting", True)
+    for i in range(5):
+        attributes = {"a2a.task.id": f"tO{i}", "a2a.task.state": "working"}
+        tracer.start_span("server", attributes=attributes).end()
+    monkeypatch.setattr(processor, "_collecting", False)
+    assert len(processor._set_aside) == 2
+    with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tP"}):
+        pass
+    assert [rt.detector.ledger.get(f"tO{i}") is not None for i in range(5)] == [True] * 2 + [
+        False
+    ] * 3
+    assert otel.total("a2a.instrumentation.errors", error__type="set_aside_overflow") == 3
+    assert not processor.set_aside_pending()
