@@ -98,7 +98,7 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
         return None
     end_abandoned()  # of earlier requests: see Exchange.abandon
     if processor.set_aside_pending():
-        processor.observe_set_aside(rt)  # foreign spans ended during a collection
+        processor.observe_set_aside(rt)  # foreign spans ended during a collection, and so on
     try:
         url = request.url
         a2a = classify_request(

@@ -73,53 +73,87 @@ def _first_sight(hook: str, span: ReadableSpan) -> bool:
 
 
 # A span the garbage collector ends (a generator suspended inside it, collected) may end while
-# this very thread holds a lock of the ledger or the registry: observing it there would wait
-# on that lock for ever. Spans ending during a collection are set aside, their attributes
-# kept, and observed by the next hook call or A2A request outside a collection.
-_collecting = False
+# the collecting thread holds a lock: one of the ledger or the registry (observing the span
+# would wait on it for ever), or one of the SDK's (recording a metric would). In that thread,
+# during the collection, a span's state is set aside, only what ``_observe`` reads and stamped
+# with its time, and observed by the next hook call, decision or A2A request; a decision
+# started there is not judged, and counted as an error. Other threads go on as usual.
+_collecting_thread: int | None = None
 _MAX_SET_ASIDE = 1024
-_set_aside: deque[tuple[str, Mapping[str, object]]] = deque()
-_dropped = 0  # set aside beyond the bound; counted as errors once a runtime can count them
+_ASIDE_KEYS = (
+    sc.TASK_STATE_RAW,
+    sc.TASK_STATE,
+    sc.PROTOCOL_VERSION,
+    sc.BINDING,
+    sc.OPERATION,
+    sc.AGENT_URL,
+)
+_MAX_ASIDE_TEXT = 1024  # more than any value _observe reads can use; bounds what is kept
+_set_aside: deque[tuple[str, dict[str, object], float]] = deque()
+_uncounted: dict[str, int] = {}  # error.type -> count, held until a metric may be recorded
 
 
 def _gc_phase(phase: str, _info: dict[str, int]) -> None:
-    global _collecting
-    _collecting = phase == "start"
+    global _collecting_thread
+    _collecting_thread = threading.get_ident() if phase == "start" else None
 
 
 gc.callbacks.append(_gc_phase)
 
 
+def collecting_here() -> bool:
+    """Whether the garbage collector is running in this thread (see above)."""
+    return _collecting_thread is not None and _collecting_thread == threading.get_ident()
+
+
+def count_later(error_type: str) -> None:
+    """An internal failure met during a collection, when no metric may be recorded."""
+    _uncounted[error_type] = _uncounted.get(error_type, 0) + 1
+
+
 def _put_aside(task_id: str, attrs: Mapping[str, object]) -> None:
-    global _dropped
-    if len(_set_aside) < _MAX_SET_ASIDE:
-        _set_aside.append((task_id, attrs))
-    else:
-        _dropped += 1
+    if len(_set_aside) >= _MAX_SET_ASIDE:
+        count_later("set_aside_overflow")
+        return
+    kept: dict[str, object] = {}
+    for key in _ASIDE_KEYS:
+        value = attrs.get(key)
+        if value is not None:
+            kept[key] = value[:_MAX_ASIDE_TEXT] if isinstance(value, str) else value
+    _set_aside.append((task_id, kept, time.monotonic()))
 
 
 def set_aside_pending() -> bool:
-    return bool(_set_aside) or _dropped > 0
+    return bool(_set_aside) or bool(_uncounted)
 
 
 def observe_set_aside(rt: runtime.Runtime) -> None:
-    """Observe the spans set aside during collections (see ``_collecting``)."""
-    global _dropped
-    if _collecting:
+    """Observe the spans set aside during collections, each at the time it ended (a newer
+    observation made since wins), and count what could not be counted then."""
+    if collecting_here():
         return
-    if _dropped:
-        dropped, _dropped = _dropped, 0
+    while _uncounted:
+        try:
+            error_type, n = _uncounted.popitem()
+        except KeyError:  # another thread took the last one
+            break
         with contextlib.suppress(Exception):  # the error path must not raise into the host
-            rt.metrics.errors.add(dropped, {sc.ERROR_TYPE: "set_aside_overflow"})
+            rt.metrics.errors.add(n, {sc.ERROR_TYPE: error_type})
     while _set_aside:
         try:
-            task_id, attrs = _set_aside.popleft()
+            task_id, attrs, ended = _set_aside.popleft()
         except IndexError:  # another thread took the last one
             return
         try:
-            DivergenceSpanProcessor._observe(rt, task_id, attrs)
+            DivergenceSpanProcessor._observe(rt, task_id, attrs, ended)
         except Exception as exc:
             rt.error(exc)
+
+
+def clear_set_aside() -> None:
+    """At ``uninstrument()``: nothing of this runtime reaches the next one."""
+    _set_aside.clear()
+    _uncounted.clear()
 
 
 class DivergenceSpanProcessor(SpanProcessor):
@@ -134,6 +168,11 @@ class DivergenceSpanProcessor(SpanProcessor):
         rt = runtime.current()
         if rt is None or _ours(span) or not _first_sight("start", span):
             return
+        if collecting_here():  # see ``_collecting_thread``: not judged, counted later
+            count_later("decision_during_collection")
+            return
+        if _set_aside or _uncounted:
+            observe_set_aside(rt)
         try:
             task_id = attrs.get(sc.TASK_ID)
             if not isinstance(task_id, str):
@@ -157,10 +196,10 @@ class DivergenceSpanProcessor(SpanProcessor):
         task_id = attrs.get(sc.TASK_ID)
         if not isinstance(task_id, str):
             return
-        if _collecting:  # no lock, no metric here: see ``_collecting``
+        if collecting_here():  # no lock, no metric here: see ``_collecting_thread``
             _put_aside(task_id, attrs)
             return
-        if _set_aside:
+        if _set_aside or _uncounted:
             observe_set_aside(rt)
         try:
             self._observe(rt, task_id, attrs)
@@ -168,7 +207,9 @@ class DivergenceSpanProcessor(SpanProcessor):
             rt.error(exc)
 
     @staticmethod
-    def _observe(rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object]) -> None:
+    def _observe(
+        rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object], at: float | None = None
+    ) -> None:
         """A foreign span's task state becomes an observation. A wire spelling is judged
         under the version and binding the span names; when it names none, a spelling exact
         under any of them is exact. A canonical ``a2a.task.state`` alone is exact."""
@@ -190,7 +231,8 @@ class DivergenceSpanProcessor(SpanProcessor):
         source = operation.value if operation is not None else sc.OP_UNKNOWN
         report = TaskReport(task_id, None, reading, "task")
         agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
-        for verdict in rt.detector.on_reports(agent, [report], source, time.monotonic()):
+        now = time.monotonic() if at is None else at
+        for verdict in rt.detector.on_reports(agent, [report], source, now):
             rt.report(None, verdict, source)
 
     def shutdown(self) -> None:

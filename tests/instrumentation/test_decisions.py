@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_a2a import DivergenceReason, TaskStateDivergenceError, liveness_decision
 from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation import DivergenceSpanProcessor
-from tests.instrumentation.conftest import FakeAgent, Harness, divergences, make_harness
+from tests.instrumentation.conftest import Clock, FakeAgent, Harness, divergences, make_harness
 
 
 @pytest.fixture
@@ -372,9 +372,11 @@ def test_a_foreign_span_the_collector_ends_under_the_ledger_lock_is_set_aside(
 
     def end_in_a_collection() -> None:
         with rt.detector.ledger._lock:  # where the collection ran
-            monkeypatch.setattr(processor, "_collecting", True)
-            span.end()
-            monkeypatch.setattr(processor, "_collecting", False)
+            processor._collecting_thread = threading.get_ident()
+            try:
+                span.end()
+            finally:
+                processor._collecting_thread = None
         done.set()
 
     threading.Thread(target=end_in_a_collection, daemon=True).start()
@@ -430,11 +432,11 @@ def test_spans_set_aside_beyond_the_bound_are_counted_not_kept(
     assert rt is not None
     monkeypatch.setattr(processor, "_MAX_SET_ASIDE", 2)
     tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    monkeypatch.setattr(processor, "_collecting", True)
+    monkeypatch.setattr(processor, "_collecting_thread", threading.get_ident())
     for i in range(5):
         attributes = {"a2a.task.id": f"tO{i}", "a2a.task.state": "working"}
         tracer.start_span("server", attributes=attributes).end()
-    monkeypatch.setattr(processor, "_collecting", False)
+    monkeypatch.setattr(processor, "_collecting_thread", None)
     assert len(processor._set_aside) == 2
     with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tP"}):
         pass
@@ -443,3 +445,98 @@ def test_spans_set_aside_beyond_the_bound_are_counted_not_kept(
     ] * 3
     assert otel.total("a2a.instrumentation.errors", error__type="set_aside_overflow") == 3
     assert not processor.set_aside_pending()
+
+
+@pytest.fixture
+def collecting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], None]]:
+    """Pretend the garbage collector runs in this thread (True) or not (False)."""
+    from otel_a2a.instrumentation import processor
+
+    def set_to(on: bool) -> None:
+        monkeypatch.setattr(processor, "_collecting_thread", threading.get_ident() if on else None)
+
+    yield set_to
+    processor.clear_set_aside()
+
+
+def test_a_collection_in_one_thread_leaves_the_others_alone(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    from otel_a2a.instrumentation import processor, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    collecting(True)
+    other = threading.Thread(
+        target=lambda: tracer.start_span(
+            "server", attributes={"a2a.task.id": "tB", "a2a.task.state": "completed"}
+        ).end()
+    )
+    other.start()
+    other.join(10)
+    assert rt.detector.ledger.get("tB") is not None  # observed at once, in its own thread
+    assert not processor._set_aside
+
+
+def test_a_span_set_aside_is_observed_at_the_time_it_ended(
+    otel: Harness, collecting: Callable[[bool], None], clock: Clock
+) -> None:
+    """A response observed after the collection but before the drain is newer: it wins (no
+    false terminal_regression from the older state drained late)."""
+    from otel_a2a.instrumentation import processor, runtime
+    from otel_a2a.protocol import StateReading, TaskReport, TaskState
+
+    rt = runtime.current()
+    assert rt is not None
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    collecting(True)
+    tracer.start_span("old", attributes={"a2a.task.id": "tT", "a2a.task.state": "working"}).end()
+    collecting(False)
+    ((_, kept, _),) = processor._set_aside
+    assert set(kept) == {"a2a.task.state"}  # only what is read later: no span kept alive
+    clock.advance(1)  # a response read meanwhile (an exchange drains only as a request starts)
+    done = StateReading("TASK_STATE_COMPLETED", TaskState.COMPLETED, True, True)
+    report = TaskReport("tT", None, done, "task")
+    rt.detector.on_reports("http://agent.test", [report], "GetTask", clock())
+    with liveness_decision("tT", assumed_state="completed"):  # drains first
+        pass
+    observed = rt.detector.ledger.get("tT")
+    assert observed is not None and observed.state is TaskState.COMPLETED
+    assert otel.total("a2a.divergence", a2a__divergence__reason="terminal_regression") == 0
+    assert divergences(otel.span("A2A liveness_decision")) == []
+
+
+def test_a_decision_taken_during_a_collection_is_not_judged_but_counted(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    """Judging would record metrics, whose SDK locks the collecting thread may hold."""
+    tracer = otel.tracer_provider.get_tracer("my.orchestrator")
+    collecting(True)
+    with tracer.start_as_current_span(
+        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+    ):
+        pass
+    with liveness_decision("tX") as decision:
+        pass
+    collecting(False)
+    assert decision.verdict is None and otel.spans("A2A liveness_decision") == []
+    assert divergences(otel.span("wait_on_task")) == []
+    with liveness_decision("tY"):  # the next decision counts what could not be counted
+        pass
+    assert otel.total("a2a.instrumentation.errors", error__type="decision_during_collection") == 2
+
+
+def test_uninstrument_drops_what_was_set_aside(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    from otel_a2a.instrumentation import A2AInstrumentor, processor
+
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    collecting(True)
+    tracer.start_span("s", attributes={"a2a.task.id": "tU", "a2a.task.state": "working"}).end()
+    collecting(False)
+    assert processor.set_aside_pending()
+    A2AInstrumentor().uninstrument()
+    assert not processor.set_aside_pending()
+    A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
