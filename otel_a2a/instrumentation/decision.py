@@ -15,7 +15,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
-from otel_a2a.instrumentation import processor, runtime
+from otel_a2a.instrumentation import collection, processor, runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,8 +52,8 @@ class liveness_decision:
         rt = runtime.current()
         if rt is None:
             return self
-        if processor.collecting_here():  # a finaliser's decision: see processor, not judged
-            processor.count_later("decision_during_collection")
+        if collection.collecting_here():  # a finaliser's decision: not judged (see there)
+            collection.count_later("decision_during_collection")
             return self
         if processor.set_aside_pending():
             processor.observe_set_aside(rt)  # spans ended during a collection come first

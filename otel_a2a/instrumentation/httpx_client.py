@@ -16,7 +16,7 @@ import httpx
 from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from otel_a2a.instrumentation import processor, runtime
+from otel_a2a.instrumentation import collection, processor, runtime
 from otel_a2a.instrumentation.exchange import Exchange, end_abandoned
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
@@ -95,6 +95,9 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
     """The runtime and the A2A request, or ``None`` for anything else. Never raises."""
     rt = runtime.current()
     if rt is None or not is_instrumentation_enabled():
+        return None
+    if collection.collecting_here():  # a finaliser's request: it goes, unobserved (see there)
+        collection.count_later("request_during_collection")
         return None
     end_abandoned()  # of earlier requests: see Exchange.abandon
     if processor.set_aside_pending():

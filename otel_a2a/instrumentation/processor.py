@@ -9,7 +9,6 @@ spans that carry a task state into observations.
 from __future__ import annotations
 
 import contextlib
-import gc
 import threading
 import time
 import weakref
@@ -23,6 +22,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_a2a import semconv as sc
 from otel_a2a.detect import assumes_live
 from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation.collection import clear as clear_uncounted
+from otel_a2a.instrumentation.collection import (
+    collecting_here,
+    count_later,
+    take_uncounted,
+    uncounted_pending,
+)
 from otel_a2a.protocol import (
     Binding,
     Operation,
@@ -75,10 +81,9 @@ def _first_sight(hook: str, span: ReadableSpan) -> bool:
 # A span the garbage collector ends (a generator suspended inside it, collected) may end while
 # the collecting thread holds a lock: one of the ledger or the registry (observing the span
 # would wait on it for ever), or one of the SDK's (recording a metric would). In that thread,
-# during the collection, a span's state is set aside, only what ``_observe`` reads and stamped
-# with its time, and observed by the next hook call, decision or A2A request; a decision
-# started there is not judged, and counted as an error. Other threads go on as usual.
-_collecting_thread: int | None = None
+# during the collection (see ``collection``), a span's state is set aside, only the text
+# attributes ``_observe`` reads, bounded, and stamped with its time, and observed by the next
+# hook call, decision or A2A request; a decision started there is not judged, and counted.
 _MAX_SET_ASIDE = 1024
 _ASIDE_KEYS = (
     sc.TASK_STATE_RAW,
@@ -88,55 +93,32 @@ _ASIDE_KEYS = (
     sc.OPERATION,
     sc.AGENT_URL,
 )
-_MAX_ASIDE_TEXT = 1024  # more than any value _observe reads can use; bounds what is kept
+_MAX_ASIDE_TEXT = 1024  # more than any id or value _observe uses; bounds what is kept
 _set_aside: deque[tuple[str, dict[str, object], float]] = deque()
-_uncounted: dict[str, int] = {}  # error.type -> count, held until a metric may be recorded
-
-
-def _gc_phase(phase: str, _info: dict[str, int]) -> None:
-    global _collecting_thread
-    _collecting_thread = threading.get_ident() if phase == "start" else None
-
-
-gc.callbacks.append(_gc_phase)
-
-
-def collecting_here() -> bool:
-    """Whether the garbage collector is running in this thread (see above)."""
-    return _collecting_thread is not None and _collecting_thread == threading.get_ident()
-
-
-def count_later(error_type: str) -> None:
-    """An internal failure met during a collection, when no metric may be recorded."""
-    _uncounted[error_type] = _uncounted.get(error_type, 0) + 1
 
 
 def _put_aside(task_id: str, attrs: Mapping[str, object]) -> None:
-    if len(_set_aside) >= _MAX_SET_ASIDE:
+    if len(_set_aside) >= _MAX_SET_ASIDE or len(task_id) > _MAX_ASIDE_TEXT:
         count_later("set_aside_overflow")
         return
     kept: dict[str, object] = {}
     for key in _ASIDE_KEYS:
         value = attrs.get(key)
-        if value is not None:
-            kept[key] = value[:_MAX_ASIDE_TEXT] if isinstance(value, str) else value
+        if isinstance(value, str):
+            kept[key] = value[:_MAX_ASIDE_TEXT]
     _set_aside.append((task_id, kept, time.monotonic()))
 
 
 def set_aside_pending() -> bool:
-    return bool(_set_aside) or bool(_uncounted)
+    return bool(_set_aside) or uncounted_pending()
 
 
 def observe_set_aside(rt: runtime.Runtime) -> None:
     """Observe the spans set aside during collections, each at the time it ended (a newer
-    observation made since wins), and count what could not be counted then."""
+    observation made since wins), and count the errors that could not be counted then."""
     if collecting_here():
         return
-    while _uncounted:
-        try:
-            error_type, n = _uncounted.popitem()
-        except KeyError:  # another thread took the last one
-            break
+    for error_type, n in take_uncounted().items():
         with contextlib.suppress(Exception):  # the error path must not raise into the host
             rt.metrics.errors.add(n, {sc.ERROR_TYPE: error_type})
     while _set_aside:
@@ -153,7 +135,7 @@ def observe_set_aside(rt: runtime.Runtime) -> None:
 def clear_set_aside() -> None:
     """At ``uninstrument()``: nothing of this runtime reaches the next one."""
     _set_aside.clear()
-    _uncounted.clear()
+    clear_uncounted()
 
 
 class DivergenceSpanProcessor(SpanProcessor):
@@ -168,10 +150,10 @@ class DivergenceSpanProcessor(SpanProcessor):
         rt = runtime.current()
         if rt is None or _ours(span) or not _first_sight("start", span):
             return
-        if collecting_here():  # see ``_collecting_thread``: not judged, counted later
+        if collecting_here():  # see ``_set_aside``: not judged, counted later
             count_later("decision_during_collection")
             return
-        if _set_aside or _uncounted:
+        if set_aside_pending():
             observe_set_aside(rt)
         try:
             task_id = attrs.get(sc.TASK_ID)
@@ -196,10 +178,10 @@ class DivergenceSpanProcessor(SpanProcessor):
         task_id = attrs.get(sc.TASK_ID)
         if not isinstance(task_id, str):
             return
-        if collecting_here():  # no lock, no metric here: see ``_collecting_thread``
+        if collecting_here():  # no lock, no metric here: see ``_set_aside``
             _put_aside(task_id, attrs)
             return
-        if _set_aside or _uncounted:
+        if set_aside_pending():
             observe_set_aside(rt)
         try:
             self._observe(rt, task_id, attrs)

@@ -19,6 +19,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector, Verdict
+from otel_a2a.instrumentation import collection
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics, activate
 from otel_a2a.version import __version__
@@ -80,6 +81,9 @@ class Runtime:
     def error(self, exc: BaseException | str) -> None:
         """Count an internal failure; the host never sees it."""
         kind = exc if isinstance(exc, str) else type(exc).__name__
+        if collection.collecting_here():  # a metric now could wait on a lock held here
+            collection.count_later(kind)
+            return
         try:
             self.metrics.errors.add(1, {sc.ERROR_TYPE: kind})
             _log.debug("otel-a2a internal error: %s", kind, exc_info=not isinstance(exc, str))

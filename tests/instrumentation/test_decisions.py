@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_a2a import DivergenceReason, TaskStateDivergenceError, liveness_decision
 from otel_a2a.detect import Verdict
-from otel_a2a.instrumentation import DivergenceSpanProcessor
+from otel_a2a.instrumentation import DivergenceSpanProcessor, collection
 from tests.instrumentation.conftest import Clock, FakeAgent, Harness, divergences, make_harness
 
 
@@ -360,7 +360,7 @@ def test_a_foreign_span_the_collector_ends_under_the_ledger_lock_is_set_aside(
     """A generator suspended inside a span, collected while this thread holds the ledger's
     lock, ends its span right there: observing it then would wait on that lock for ever.
     During a collection it is set aside, and observed by the next hook call or request."""
-    from otel_a2a.instrumentation import processor, runtime
+    from otel_a2a.instrumentation import runtime
 
     rt = runtime.current()
     assert rt is not None
@@ -372,11 +372,11 @@ def test_a_foreign_span_the_collector_ends_under_the_ledger_lock_is_set_aside(
 
     def end_in_a_collection() -> None:
         with rt.detector.ledger._lock:  # where the collection ran
-            processor._collecting_thread = threading.get_ident()
+            collection._collecting_thread = threading.get_ident()
             try:
                 span.end()
             finally:
-                processor._collecting_thread = None
+                collection._collecting_thread = None
         done.set()
 
     threading.Thread(target=end_in_a_collection, daemon=True).start()
@@ -432,11 +432,11 @@ def test_spans_set_aside_beyond_the_bound_are_counted_not_kept(
     assert rt is not None
     monkeypatch.setattr(processor, "_MAX_SET_ASIDE", 2)
     tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    monkeypatch.setattr(processor, "_collecting_thread", threading.get_ident())
+    monkeypatch.setattr(collection, "_collecting_thread", threading.get_ident())
     for i in range(5):
         attributes = {"a2a.task.id": f"tO{i}", "a2a.task.state": "working"}
         tracer.start_span("server", attributes=attributes).end()
-    monkeypatch.setattr(processor, "_collecting_thread", None)
+    monkeypatch.setattr(collection, "_collecting_thread", None)
     assert len(processor._set_aside) == 2
     with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tP"}):
         pass
@@ -453,7 +453,7 @@ def collecting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], Non
     from otel_a2a.instrumentation import processor
 
     def set_to(on: bool) -> None:
-        monkeypatch.setattr(processor, "_collecting_thread", threading.get_ident() if on else None)
+        monkeypatch.setattr(collection, "_collecting_thread", threading.get_ident() if on else None)
 
     yield set_to
     processor.clear_set_aside()
@@ -540,3 +540,60 @@ def test_uninstrument_drops_what_was_set_aside(
     A2AInstrumentor().uninstrument()
     assert not processor.set_aside_pending()
     A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
+
+
+def test_a_request_sent_during_a_collection_goes_unobserved_and_is_counted(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    """A finaliser's A2A request (a CancelTask in a generator's cleanup) would take the
+    ledger's lock and record metrics: it goes through as if uninstrumented, counted."""
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        collecting(True)
+        response = agent.rpc(client, "GetTask", {"id": "t1"})
+        collecting(False)
+        assert response.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
+        assert otel.spans() == []
+        agent.rpc(client, "GetTask", {"id": "t1"})  # the next request counts it
+    assert otel.total("a2a.instrumentation.errors", error__type="request_during_collection") == 1
+    assert len(otel.spans("A2A GetTask")) == 1
+
+
+def test_an_internal_error_during_a_collection_is_counted_afterwards(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    from otel_a2a.instrumentation import processor, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    collecting(True)
+    rt.error(RuntimeError("in a finaliser"))
+    processor.observe_set_aside(rt)  # inside the collection: nothing drained
+    collecting(False)
+    assert otel.total("a2a.instrumentation.errors") == 0
+    processor.observe_set_aside(rt)
+    assert otel.total("a2a.instrumentation.errors", error__type="RuntimeError") == 1
+
+
+def test_the_next_a2a_request_observes_what_was_set_aside(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    from otel_a2a.instrumentation import processor, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    collecting(True)
+    long_raw = "W" * 5000
+    tracer.start_span("s", attributes={"a2a.task.id": "tR", "a2a.task.state.raw": long_raw}).end()
+    tracer.start_span(
+        "s", attributes={"a2a.task.id": "x" * 2000, "a2a.task.state": "working"}
+    ).end()
+    collecting(False)
+    ((task_id, kept, _),) = processor._set_aside  # the overlong id was not kept
+    assert task_id == "tR" and len(str(kept["a2a.task.state.raw"])) == 1024
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        agent.rpc(client, "GetTask", {"id": "t1"})
+    assert rt.detector.ledger.get("tR") is not None
+    assert otel.total("a2a.instrumentation.errors", error__type="set_aside_overflow") == 1
