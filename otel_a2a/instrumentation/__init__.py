@@ -53,7 +53,11 @@ from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
 from otel_a2a.instrumentation.exchange import end_abandoned, end_abandoned_before_exit
 from otel_a2a.instrumentation.httpx_client import async_send, send
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor, clear_set_aside
+from otel_a2a.instrumentation.processor import (
+    DivergenceSpanProcessor,
+    clear_set_aside,
+    record_set_aside,
+)
 from otel_a2a.instrumentation.providers import (
     attach_processor,
     shut_down_after_the_application,
@@ -116,5 +120,6 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         unwrap(httpx.Client, "send")
         unwrap(httpx.AsyncClient, "send")
         end_abandoned()
+        record_set_aside()  # this runtime's, then nothing of it reaches the next one
         clear_set_aside()
         runtime.install(None)

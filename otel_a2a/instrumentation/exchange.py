@@ -19,6 +19,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Verdict
+from otel_a2a.instrumentation import collection
+from otel_a2a.instrumentation.processor import record_set_aside
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
     A2ARequest,
@@ -210,6 +212,9 @@ class Exchange:
         """Raw bytes as the application reads them (stream mode)."""
         if self._closed or self._overflow or not chunk:
             return
+        if collection.collecting_here():
+            self._give_up_in_collection()
+            return
         try:
             if self._decoder is None:
                 self._take(chunk)
@@ -246,6 +251,10 @@ class Exchange:
         """The whole body was read (``body`` given when httpx read it for the application)."""
         if self._closed:
             return
+        if collection.collecting_here():
+            self._give_up_in_collection()
+            self.close()
+            return
         try:
             if self._sse is not None:
                 if body is not None:
@@ -262,6 +271,16 @@ class Exchange:
         except Exception as exc:
             self.rt.error(exc)
         self.close()
+
+    def _give_up_in_collection(self) -> None:
+        """A finaliser reads this response inside a garbage collection: observing it would
+        take the ledger's lock and record metrics, which the collecting thread may hold (see
+        ``collection``). Nothing more of it is observed; the span still ends."""
+        if not self._overflow:
+            collection.count_later("response_during_collection")
+        self._overflow = True
+        self._buffer = None
+        self._sse = None
 
     def fail(self, exc: BaseException) -> None:
         """The request or the body read failed: end the span with the exception's type only."""
@@ -479,7 +498,9 @@ def end_abandoned() -> None:
 
 
 def end_abandoned_before_exit() -> None:
-    """(Re-)register :func:`end_abandoned` to run at exit before the shutdown of every
-    provider made so far (``atexit`` runs the last registered first)."""
-    atexit.unregister(end_abandoned)
-    atexit.register(end_abandoned)
+    """(Re-)register :func:`end_abandoned`, and the recording of what garbage collections left
+    for later, to run at exit before the shutdown of every provider made so far (``atexit``
+    runs the last registered first)."""
+    for func in (end_abandoned, record_set_aside):
+        atexit.unregister(func)
+        atexit.register(func)

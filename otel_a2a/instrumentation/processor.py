@@ -132,6 +132,13 @@ def observe_set_aside(rt: runtime.Runtime) -> None:
             rt.error(exc)
 
 
+def record_set_aside() -> None:
+    """At ``uninstrument()`` and at exit: what collections left for later, now."""
+    rt = runtime.current()
+    if rt is not None:
+        observe_set_aside(rt)
+
+
 def clear_set_aside() -> None:
     """At ``uninstrument()``: nothing of this runtime reaches the next one."""
     _set_aside.clear()

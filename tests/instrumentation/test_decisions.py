@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -597,3 +598,52 @@ def test_the_next_a2a_request_observes_what_was_set_aside(
         agent.rpc(client, "GetTask", {"id": "t1"})
     assert rt.detector.ledger.get("tR") is not None
     assert otel.total("a2a.instrumentation.errors", error__type="set_aside_overflow") == 1
+
+
+def test_a_response_a_finaliser_reads_during_a_collection_is_not_observed(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    """Opened before the collection, read by a finaliser inside it: observing it would take
+    the ledger's lock. Its span ends; its state is not observed; it is counted."""
+    from otel_a2a.instrumentation import runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    task = (
+        b'{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c",'
+        b'"status":{"state":"TASK_STATE_WORKING"}}}'
+    )
+
+    def streamed(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=iter([task]))  # read as the application reads
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+    transport = httpx.MockTransport(streamed)
+    with httpx.Client(transport=transport, base_url="http://agent.test") as client:
+        request = client.build_request("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"})
+        response = client.send(request, stream=True)
+        collecting(True)
+        content = response.read()
+        response.close()
+        collecting(False)
+        assert content == task  # the application gets its bytes
+        assert rt.detector.ledger.get("t1") is None
+        span = otel.span("A2A GetTask")
+        assert span.end_time is not None and "a2a.task.state" not in (span.attributes or {})
+        client.post("/a2a", json=body, headers={"A2A-Version": "1.0"}).read()  # counts it
+    assert otel.total("a2a.instrumentation.errors", error__type="response_during_collection") == 1
+
+
+def test_errors_held_for_later_are_recorded_at_uninstrument(
+    otel: Harness, collecting: Callable[[bool], None]
+) -> None:
+    from otel_a2a.instrumentation import A2AInstrumentor, runtime
+
+    rt = runtime.current()
+    assert rt is not None
+    collecting(True)
+    rt.error("in_a_finaliser")
+    collecting(False)
+    A2AInstrumentor().uninstrument()
+    assert otel.total("a2a.instrumentation.errors", error__type="in_a_finaliser") == 1
+    A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
