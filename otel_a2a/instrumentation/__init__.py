@@ -51,7 +51,7 @@ from wrapt import wrap_function_wrapper
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.exchange import end_abandoned, end_abandoned_before_exit
+from otel_a2a.instrumentation.exchange import end_abandoned
 from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import (
     DivergenceSpanProcessor,
@@ -60,6 +60,7 @@ from otel_a2a.instrumentation.processor import (
 )
 from otel_a2a.instrumentation.providers import (
     attach_processor,
+    finish_before_exit,
     shut_down_after_the_application,
 )
 from otel_a2a.instrumentation.runtime import Runtime
@@ -112,7 +113,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         elif not attach_processor(tracer_provider or trace.get_tracer_provider()):
             rt.setup_pending = "attach"
         runtime.install(rt)
-        end_abandoned_before_exit()  # and again when the processor is attached to a provider
+        finish_before_exit()  # and again when the processor is attached to a provider
         wrap_function_wrapper(httpx.Client, "send", send)
         wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
 

@@ -8,7 +8,6 @@ called from the host's request path and contains its own failures (counted, neve
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
 import zlib
@@ -20,7 +19,6 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation import collection
-from otel_a2a.instrumentation.processor import record_set_aside
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
     A2ARequest,
@@ -495,12 +493,3 @@ def end_abandoned() -> None:
             exchange.close(at)
     finally:
         _draining.active = False
-
-
-def end_abandoned_before_exit() -> None:
-    """(Re-)register :func:`end_abandoned`, and the recording of what garbage collections left
-    for later, to run at exit before the shutdown of every provider made so far (``atexit``
-    runs the last registered first)."""
-    for func in (end_abandoned, record_set_aside):
-        atexit.unregister(func)
-        atexit.register(func)

@@ -100,8 +100,6 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
         collection.count_later("request_during_collection")
         return None
     end_abandoned()  # of earlier requests: see Exchange.abandon
-    if processor.set_aside_pending():
-        processor.observe_set_aside(rt)  # foreign spans ended during a collection, and so on
     try:
         url = request.url
         a2a = classify_request(
@@ -114,7 +112,11 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
     except Exception as exc:
         rt.error(exc)
         return None
-    return None if a2a is None else (rt, a2a)
+    if a2a is None:
+        return None
+    if processor.set_aside_pending():  # what collections left, before this one is judged
+        processor.observe_set_aside(rt)
+    return rt, a2a
 
 
 def _start(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:

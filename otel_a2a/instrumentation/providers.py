@@ -18,8 +18,8 @@ from collections.abc import Callable
 from opentelemetry import metrics, trace
 from opentelemetry._logs import get_logger_provider
 
-from otel_a2a.instrumentation.exchange import end_abandoned_before_exit
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+from otel_a2a.instrumentation.exchange import end_abandoned
+from otel_a2a.instrumentation.processor import DivergenceSpanProcessor, record_set_aside
 
 _log = logging.getLogger("otel_a2a")
 _lock = threading.Lock()
@@ -35,6 +35,15 @@ _late_shutdowns: list[Callable[..., object]] = []
 _exit_registered = False
 
 
+def finish_before_exit() -> None:
+    """(Re-)register, to run at exit before the shutdown of every provider made so far
+    (``atexit`` runs the last registered first): the end of abandoned responses' spans, and
+    what garbage collections left for later."""
+    for func in (end_abandoned, record_set_aside):
+        atexit.unregister(func)
+        atexit.register(func)
+
+
 def attach_processor(provider: object) -> bool:
     """Add one ``DivergenceSpanProcessor`` to an SDK provider; False for a non-SDK one."""
     add = getattr(provider, "add_span_processor", None)
@@ -45,7 +54,7 @@ def attach_processor(provider: object) -> bool:
             processor = DivergenceSpanProcessor()
             add(processor)
             setattr(provider, _MARK, processor)
-            end_abandoned_before_exit()  # this provider may have registered its shutdown since
+            finish_before_exit()  # this provider may have registered its shutdown since
     return True
 
 

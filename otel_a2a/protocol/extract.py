@@ -132,6 +132,12 @@ def _extract(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
     return facts
 
 
+def _names_a_task(request: A2ARequest) -> bool:
+    """Whether a NOT_FOUND answer to ``request`` can only mean its task."""
+    op = request.operation
+    return op in _TASK_ADDRESSED or (op in _SEND and request.task_id is not None)
+
+
 def _v03_rest_not_found(request: A2ARequest, doc: Any) -> bool:
     """a2a-sdk 0.3's HTTP+JSON server answers TaskNotFound with 404 and exactly
     ``{"message": "Task not found"}`` (``utils/error_handlers.py``). Only that: gateways and
@@ -140,10 +146,7 @@ def _v03_rest_not_found(request: A2ARequest, doc: Any) -> bool:
     if not (
         request.binding is _HTTP_JSON
         and (request.version or "").startswith("0.")
-        and (
-            request.operation in _TASK_ADDRESSED
-            or (request.operation in _SEND and request.task_id is not None)
-        )
+        and _names_a_task(request)
         and isinstance(doc, dict)
         and len(doc) == 1
     ):
@@ -185,10 +188,7 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
         not not_found
         and err.get("status") == "NOT_FOUND"
         and (code == 404 or status == 404)
-        and (
-            request.operation in _TASK_ADDRESSED
-            or (request.operation in _SEND and request.task_id is not None)
-        )
+        and _names_a_task(request)
     ):
         not_found = True
         reason = _TASK_NOT_FOUND

@@ -480,19 +480,19 @@ def test_the_query_is_read_only_for_a2a_calls(monkeypatch: pytest.MonkeyPatch) -
     """Other traffic never pays for its query string (an LLM call's, a storage URL's)."""
     from otel_a2a.protocol import classify
 
-    searched: list[bytes] = []
+    searched: list[str] = []
 
     class Spy:
-        def search(self, query: bytes) -> None:
+        def search(self, query: str) -> None:
             searched.append(query)
 
-    monkeypatch.setattr(classify, "_QUERY_VERSION_B", Spy())
+    monkeypatch.setattr(classify, "_QUERY_VERSION", Spy())
     huge = b"api-version=2024-01-01&" + b"x" * 1_000_000
     assert classify_request("GET", "/v1/models", {}, None, huge) is None
     assert classify_request("POST", "/v1/chat/completions", {}, b'{"model":"m"}', huge) is None
     assert searched == []
     assert classify_request("GET", "/a2a/tasks/t1", {}, None, b"A2A-Version=1.0") is not None
-    assert searched == [b"A2A-Version=1.0"]
+    assert searched == ["A2A-Version=1.0"]
 
 
 def test_a_question_mark_in_a_decoded_path_is_part_of_it_when_the_query_is_given() -> None:
