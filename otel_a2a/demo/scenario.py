@@ -58,6 +58,7 @@ EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
     "redeploy": frozenset({"etag_changed"}),
 }
 RESTARTING = frozenset(EXPECTED_AFTER_RESTART)
+_PORT_TAKEN = "Address already in use"  # in the orchestrator's log: its exporter did not bind
 Progress = Callable[[str], None]
 
 
@@ -703,8 +704,17 @@ class _Run:
 
 
 def run_scenario(config: ScenarioConfig, progress: Progress | None = None) -> ScenarioResult:
-    """Run one variant end to end; every process is stopped before this returns or raises."""
-    return _Run(config, progress).run()
+    """Run one variant end to end; every process is stopped before this returns or raises.
+
+    The orchestrator's metrics port is picked free, then bound by the orchestrator: when another
+    process took it in between (its telemetry set-up then failed), the run is made again, once.
+    """
+    result = _Run(config, progress).run()
+    if not result.ok and _PORT_TAKEN in result.logs.get("orchestrator", ""):
+        if progress is not None:
+            progress("the orchestrator's metrics port was taken meanwhile: running again")
+        result = _Run(config, progress).run()
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

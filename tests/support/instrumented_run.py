@@ -88,6 +88,7 @@ STALE_PER_ROUND = {PYTHON_AGENT: 1, NODE_AGENT: 1}  # slow tasks left unpolled, 
 # Small enough that the run evicts (terminal) tasks, large enough that no task in use is
 # evicted: at most 7 tasks are live at once (4 stale, 2 awaiting a follow-up, 1 on the mock).
 MAX_TRACKED_TASKS = 8
+PORT_ATTEMPTS = 3  # the Prometheus exporter port is picked free, then bound by the script
 
 A2A_HEADERS = {"content-type": "application/json", "a2a-version": "1.0"}
 
@@ -497,11 +498,29 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
     from tests.support.peers import start_peer
 
     peers: list[Any] = []
-    proc: subprocess.Popen[str] | None = None
     try:
         for runtime in ("python", "node"):
             peers.append(start_peer(runtime, slow_timeout=30.0))
-        port = free_port()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return _start_script(peers, free_port(), heartbeat, ready_timeout)
+            except RunError as exc:
+                # the exporter's port was free when picked and taken before the script bound it
+                if attempt == PORT_ATTEMPTS or "Address already in use" not in str(exc):
+                    raise
+        raise AssertionError("unreachable")
+    except BaseException:
+        for peer in peers:
+            peer.stop()
+        raise
+
+
+def _start_script(
+    peers: list[Any], port: int, heartbeat: float, ready_timeout: float
+) -> InstrumentedRun:
+    """The client script on ``port``, its baseline served; killed if it does not get there."""
+    proc: subprocess.Popen[str] | None = None
+    try:
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -534,8 +553,6 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-        for peer in peers:
-            peer.stop()
         raise
 
 
