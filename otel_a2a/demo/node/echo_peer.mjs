@@ -19,9 +19,10 @@
 //   fail        submitted, working, failed
 //   reject      submitted, rejected
 // Cancel is supported on any non-terminal task.
-import express from 'express';
 import { randomUUID } from 'node:crypto';
 import {
+  a2aApp,
+  HEARTBEAT_URI,
   messageText,
   publishStatus,
   publishSubmitted,
@@ -30,16 +31,7 @@ import {
 } from './peer.mjs';
 import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import {
-  agentCardHandler,
-  jsonRpcHandler,
-  restHandler,
-  UserBuilder,
-} from '@a2a-js/sdk/server/express';
-
-const HEARTBEAT_URI = 'urn:otel-a2a:heartbeat:v1';
-const JSONRPC_PATH = '/a2a/jsonrpc';
-const REST_PATH = '/a2a/rest';
+import { agentCardHandler } from '@a2a-js/sdk/server/express';
 
 function parseArgs(argv) {
   const out = { port: 0, slowTimeout: 30 };
@@ -194,36 +186,9 @@ class BehaviourExecutor {
 
 const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new BehaviourExecutor());
 const compat = { enabled: true };
-const app = express();
-app.use(
-  `/${AGENT_CARD_PATH}`,
-  agentCardHandler({ agentCardProvider: handler, cache: { maxAge: 300 } }),
-);
+const app = a2aApp(handler, { cardMaxAge: 300, legacyCompat: compat });
 app.use(
   `/compat/${AGENT_CARD_PATH}`,
   agentCardHandler({ agentCardProvider: handler, legacyCompat: compat }),
 );
-app.use(
-  JSONRPC_PATH,
-  jsonRpcHandler({
-    requestHandler: handler,
-    userBuilder: UserBuilder.noAuthentication,
-    legacyCompat: compat,
-  }),
-);
-app.use(
-  REST_PATH,
-  restHandler({
-    requestHandler: handler,
-    userBuilder: UserBuilder.noAuthentication,
-    legacyCompat: compat,
-  }),
-);
-
-serve(app, args.port, (base) => {
-  const [rpc10, rest10, rpc03, rest03] = card.supportedInterfaces;
-  rpc10.url = `${base}${JSONRPC_PATH}`;
-  rest10.url = `${base}${REST_PATH}`;
-  rpc03.url = `${base}${JSONRPC_PATH}`;
-  rest03.url = `${base}${REST_PATH}`;
-});
+serve(app, args.port, card);

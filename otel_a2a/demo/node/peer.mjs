@@ -1,9 +1,20 @@
-// What the Node peers (echo_peer.mjs, worker.mjs) share: message and event builders, and
-// serving an Express app on loopback. @a2a-js/sdk keeps parts as ts-proto oneofs in memory
+// What the Node peers (echo_peer.mjs, worker.mjs) share: message and event builders, the A2A
+// routes, and serving them on loopback. @a2a-js/sdk keeps parts as ts-proto oneofs in memory
 // ({content: {$case, value}}), not as wire JSON.
+import express from 'express';
 import { randomUUID } from 'node:crypto';
-import { Role, TaskState } from '@a2a-js/sdk';
+import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent } from '@a2a-js/sdk/server';
+import {
+  agentCardHandler,
+  jsonRpcHandler,
+  restHandler,
+  UserBuilder,
+} from '@a2a-js/sdk/server/express';
+
+export const HEARTBEAT_URI = 'urn:otel-a2a:heartbeat:v1';
+const JSONRPC_PATH = '/a2a/jsonrpc';
+const REST_PATH = '/a2a/rest';
 
 export const now = () => new Date().toISOString();
 
@@ -51,17 +62,35 @@ export const publishSubmitted = (bus, taskId, contextId, userMessage) =>
     }),
   );
 
-// Listen on 127.0.0.1:port, let `ready(base)` fix the card's URLs, print `READY <base>` (the
-// parent waits for it), and stop on SIGTERM/SIGINT: open streams are cut, and a connection
-// that will not close cannot keep the process alive past one second.
-export const serve = (app, port, ready) => {
+// An Express app serving `handler`: the card at the well-known path (ETag, Cache-Control
+// max-age=cardMaxAge, 304), JSON-RPC at /a2a/jsonrpc, HTTP+JSON at /a2a/rest; `legacyCompat`
+// (optional) also answers v0.3 calls on both.
+export const a2aApp = (handler, { cardMaxAge, legacyCompat }) => {
+  const app = express();
+  app.use(
+    `/${AGENT_CARD_PATH}`,
+    agentCardHandler({ agentCardProvider: handler, cache: { maxAge: cardMaxAge } }),
+  );
+  const options = { requestHandler: handler, userBuilder: UserBuilder.noAuthentication };
+  if (legacyCompat) options.legacyCompat = legacyCompat;
+  app.use(JSONRPC_PATH, jsonRpcHandler(options));
+  app.use(REST_PATH, restHandler(options));
+  return app;
+};
+
+// Listen on 127.0.0.1:port, point the card's interfaces at the routes of `a2aApp` (by binding),
+// print `READY <base>` (the parent waits for it), and stop on SIGTERM/SIGINT: open streams are
+// cut, and a connection that will not close cannot keep the process alive past one second.
+export const serve = (app, port, card) => {
   const server = app.listen(port, '127.0.0.1', (err) => {
     if (err) {
       console.error(`listen failed: ${err.message}`);
       process.exit(1);
     }
     const base = `http://127.0.0.1:${server.address().port}`;
-    ready(base);
+    for (const iface of card.supportedInterfaces) {
+      iface.url = `${base}${iface.protocolBinding === 'JSONRPC' ? JSONRPC_PATH : REST_PATH}`;
+    }
     process.stdout.write(`READY ${base}\n`);
   });
   server.on('error', (err) => {

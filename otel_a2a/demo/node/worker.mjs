@@ -22,12 +22,13 @@
 // after --job-seconds (a number in the message text, "job 12", overrides it), or CANCELED on
 // CancelTask. A follow-up message to a running job is acknowledged with a WORKING status update
 // that carries a short agent message.
-import express from 'express';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import {
+  a2aApp,
   agentMessage,
+  HEARTBEAT_URI,
   messageText,
   now,
   publishStatus,
@@ -35,18 +36,9 @@ import {
   serve,
   textPart,
 } from './peer.mjs';
-import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
+import { TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler } from '@a2a-js/sdk/server';
-import {
-  agentCardHandler,
-  jsonRpcHandler,
-  restHandler,
-  UserBuilder,
-} from '@a2a-js/sdk/server/express';
 
-const HEARTBEAT_URI = 'urn:otel-a2a:heartbeat:v1';
-const JSONRPC_PATH = '/a2a/jsonrpc';
-const REST_PATH = '/a2a/rest';
 const TERMINAL = new Set([
   TaskState.TASK_STATE_COMPLETED,
   TaskState.TASK_STATE_FAILED,
@@ -315,19 +307,4 @@ const handler = new DefaultRequestHandler(
     ],
   },
 );
-const app = express();
-app.use(
-  `/${AGENT_CARD_PATH}`,
-  agentCardHandler({ agentCardProvider: handler, cache: { maxAge: args.cardMaxAge } }),
-);
-app.use(
-  JSONRPC_PATH,
-  jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }),
-);
-app.use(REST_PATH, restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-
-serve(app, args.port, (base) => {
-  const [rpc, rest] = card.supportedInterfaces;
-  rpc.url = `${base}${JSONRPC_PATH}`;
-  rest.url = `${base}${REST_PATH}`;
-});
+serve(a2aApp(handler, { cardMaxAge: args.cardMaxAge }), args.port, card);
