@@ -9,11 +9,11 @@ SHOULD (spec §8.6 caching) or leave otel-a2a guessing (no heartbeat).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 
 from otel_a2a.protocol import Binding, CardInfo, parse_card
@@ -44,28 +44,30 @@ _REQUIRED_V03 = (
 # a URL httpx cannot even parse is not an HTTPError
 _FETCH_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
 MAX_CARD_BYTES = 8 * 1024 * 1024  # cards are a few KB; a larger body is refused unread
-FETCH_DEADLINE = 30.0  # seconds for a whole fetch (the client timeout bounds each read only)
+FETCH_DEADLINE = 30.0  # seconds for a whole fetch, headers included (the client timeout bounds
+# each read only); httpcore refuses a header block over 100 KiB (h11 max_incomplete_event_size)
 
 
 class _FetchRefused(Exception):
-    """A card body too large, or too slow to arrive."""
+    """A card body too large, or an answer too slow to arrive."""
 
 
-def _get(
-    http: httpx.Client, url: str, headers: dict[str, str] | None = None
+async def _get(
+    http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None
 ) -> tuple[httpx.Response, bytes]:
-    """GET with a bound on the body and on the whole time (a server trickling one byte per
-    read timeout would otherwise hold the check forever)."""
-    deadline = time.monotonic() + FETCH_DEADLINE
-    with http.stream("GET", url, headers=headers) as response:
-        body = bytearray()
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > MAX_CARD_BYTES:
-                raise _FetchRefused(f"body over {MAX_CARD_BYTES} bytes")
-            if time.monotonic() > deadline:
-                raise _FetchRefused(f"still arriving after {FETCH_DEADLINE:g} s")
-        return response, bytes(body)
+    """GET with a bound on the body and on the time of the whole exchange: connecting, sending,
+    the status line and headers, redirects and the body (the client timeout bounds each read
+    only, so a server trickling one byte per read timeout would otherwise hold the check
+    forever). Cancelled at the deadline, httpcore closes the connection: nothing is left open."""
+    with anyio.move_on_after(FETCH_DEADLINE):
+        async with http.stream("GET", url, headers=headers) as response:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_CARD_BYTES:
+                    raise _FetchRefused(f"body over {MAX_CARD_BYTES} bytes")
+            return response, bytes(body)
+    raise _FetchRefused(f"still arriving after {FETCH_DEADLINE:g} s")
 
 
 @dataclass
@@ -141,14 +143,21 @@ def _problems(
         )
 
 
-def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
-    """Fetch, parse and revalidate the card; never raises for network or wire problems."""
+def check_card(url: str) -> CardReport:
+    """Fetch, parse and revalidate the card; never raises for network or wire problems.
+
+    Runs :func:`check_card_async` in an event loop of its own (anyio's default, asyncio)."""
+    return anyio.run(check_card_async, url)
+
+
+async def check_card_async(url: str, client: httpx.AsyncClient | None = None) -> CardReport:
+    """:func:`check_card` for a caller already in an event loop (asyncio or trio)."""
     report = CardReport(card_url(url))
     own = client is None
-    http = client or httpx.Client(timeout=10.0, follow_redirects=True)
+    http = client or httpx.AsyncClient(timeout=10.0, follow_redirects=True)
     try:
         try:
-            response, body = _get(http, report.url)
+            response, body = await _get(http, report.url)
         except (*_FETCH_ERRORS, _FetchRefused) as exc:
             report.errors.append(f"fetch failed: {type(exc).__name__}: {exc}")
             return report
@@ -170,7 +179,7 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
         _problems(doc, card, report, etag_header)
         if etag_header is not None:
             try:
-                again, _ = _get(http, report.url, {"If-None-Match": etag_header})
+                again, _ = await _get(http, report.url, {"If-None-Match": etag_header})
             except (*_FETCH_ERRORS, _FetchRefused) as exc:
                 report.revalidation = f"failed: {type(exc).__name__}"
                 report.warnings.append(f"revalidation failed: {type(exc).__name__}: {exc}")
@@ -185,7 +194,7 @@ def check_card(url: str, client: httpx.Client | None = None) -> CardReport:
         return report
     finally:
         if own:
-            http.close()
+            await http.aclose()
 
 
 def render(report: CardReport) -> str:
