@@ -9,6 +9,7 @@ SHOULD (spec §8.6 caching) or leave otel-a2a guessing (no heartbeat).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +47,7 @@ _FETCH_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
 MAX_CARD_BYTES = 8 * 1024 * 1024  # cards are a few KB; a larger body is refused unread
 FETCH_DEADLINE = 30.0  # seconds for a whole fetch, headers included (the client timeout bounds
 # each read only); httpcore refuses a header block over 100 KiB (h11 max_incomplete_event_size)
+ABANDON_AFTER = 2 * FETCH_DEADLINE + 5.0  # fetch and revalidation, plus closing the loop
 
 
 class _FetchRefused(Exception):
@@ -146,8 +148,40 @@ def _problems(
 def check_card(url: str) -> CardReport:
     """Fetch, parse and revalidate the card; never raises for network or wire problems.
 
-    Runs :func:`check_card_async` in an event loop of its own (anyio's default, asyncio)."""
-    return anyio.run(check_card_async, url)
+    Runs :func:`check_card_async` in an event loop of its own on a thread of its own, so that it
+    also works where an event loop is running already, and waits for it at most
+    ``ABANDON_AFTER`` seconds: a name lookup held by the system resolver cannot be cancelled
+    (asyncio runs it on a worker thread that closing the loop would wait for)."""
+    done: list[CardReport] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(anyio.run(check_card_async, url))
+        except BaseException as exc:  # re-raised on the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="otel-a2a check-card", daemon=True)
+    worker.start()
+    worker.join(ABANDON_AFTER)
+    if done:
+        return done[0]
+    if failed:
+        raise failed[0]
+    report = CardReport(card_url(url))
+    report.errors.append(f"fetch failed: no answer after {ABANDON_AFTER:g} s (name resolution?)")
+    return report
+
+
+def _reason(exc: BaseException) -> str:
+    """``Type: message`` with the innermost message of the cause chain: httpx's async transport
+    says "All connection attempts failed" (or nothing, for a TLS handshake cut short) where the
+    socket error underneath says what happened."""
+    message, inner, depth = str(exc), exc.__cause__ or exc.__context__, 0
+    while inner is not None and depth < 8:
+        message = str(inner) or message
+        inner, depth = inner.__cause__ or inner.__context__, depth + 1
+    return f"{type(exc).__name__}: {message}"
 
 
 async def check_card_async(url: str, client: httpx.AsyncClient | None = None) -> CardReport:
@@ -159,7 +193,7 @@ async def check_card_async(url: str, client: httpx.AsyncClient | None = None) ->
         try:
             response, body = await _get(http, report.url)
         except (*_FETCH_ERRORS, _FetchRefused) as exc:
-            report.errors.append(f"fetch failed: {type(exc).__name__}: {exc}")
+            report.errors.append(f"fetch failed: {_reason(exc)}")
             return report
         report.status = response.status_code
         report.cache_control = response.headers.get("cache-control")
@@ -182,7 +216,7 @@ async def check_card_async(url: str, client: httpx.AsyncClient | None = None) ->
                 again, _ = await _get(http, report.url, {"If-None-Match": etag_header})
             except (*_FETCH_ERRORS, _FetchRefused) as exc:
                 report.revalidation = f"failed: {type(exc).__name__}"
-                report.warnings.append(f"revalidation failed: {type(exc).__name__}: {exc}")
+                report.warnings.append(f"revalidation failed: {_reason(exc)}")
                 return report
             if again.status_code == 304:
                 report.revalidation = "304 Not Modified (If-None-Match honoured)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import select
@@ -11,12 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import anyio
 import pytest
 
 from otel_a2a import check_card as check_card_module
-from otel_a2a.check_card import check_card, check_card_async, render
+from otel_a2a.check_card import CardReport, check_card, check_card_async, render
 from otel_a2a.cli import main
 from tests.support.misbehaving import CARD, ETAG
 
@@ -133,11 +135,56 @@ def test_ignored_and_failed_revalidation_are_warnings(card_server: str) -> None:
     assert any(w.startswith("revalidation failed: RemoteProtocolError") for w in failed.warnings)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9/", "http://[::1", "ftp://agent.test/"])
-def test_unreachable_or_unusable_url_is_a_report_not_a_traceback(url: str) -> None:
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        # the socket's own words, not the async transport's "All connection attempts failed"
+        ("http://127.0.0.1:9/", "fetch failed: ConnectError: [Errno 111] Connect call failed"),
+        ("http://[::1", "fetch failed: InvalidURL: "),
+        ("ftp://agent.test/", "fetch failed: UnsupportedProtocol: "),
+    ],
+)
+def test_unreachable_or_unusable_url_is_a_report_not_a_traceback(url: str, says: str) -> None:
     report = check_card(url)
     assert report.exit_code == 2
-    assert report.errors and report.errors[0].startswith("fetch failed: ")
+    assert len(report.errors) == 1 and report.errors[0].startswith(says), report.errors
+
+
+def test_tls_to_a_plain_server_says_what_the_handshake_met(card_server: str) -> None:
+    report = check_card(card_server.replace("http://", "https://"))
+    assert report.exit_code == 2
+    assert report.errors[0].startswith("fetch failed: ConnectError: [SSL: "), report.errors
+
+
+def test_works_where_an_event_loop_is_running(card_server: str) -> None:
+    async def inside_a_loop() -> CardReport:
+        return check_card(card_server)
+
+    report = asyncio.run(inside_a_loop())
+    assert report.exit_code == 0, render(report)
+    assert report.card is not None
+
+
+def test_a_name_lookup_that_never_ends_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio resolves names on a worker thread the deadline cannot stop (closing the loop
+    would wait for it): check_card() stops waiting after ABANDON_AFTER and says so."""
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def stuck(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("stuck.invalid", b"stuck.invalid"):  # anyio passes it IDNA-encoded
+            release.wait(60)  # the system resolver's own timeout, much later
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 0.5)
+    monkeypatch.setattr(check_card_module, "ABANDON_AFTER", 1.0)
+    try:
+        report = check_card("http://stuck.invalid/")
+    finally:
+        release.set()
+    assert report.exit_code == 2
+    assert report.errors == ["fetch failed: no answer after 1 s (name resolution?)"]
 
 
 def test_non_card_body(card_server: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,7 +249,7 @@ def _hung_up_within(conn: socket.socket, seconds: float, stop: threading.Event) 
         if readable:
             try:
                 return conn.recv(1) == b""
-            except OSError:
+            except ConnectionResetError:
                 return True
         if left <= 0:
             return False
@@ -234,7 +281,7 @@ class _RawHandler(socketserver.BaseRequestHandler):
                         return
                     try:
                         conn.sendall(chunk)
-                    except OSError:
+                    except (BrokenPipeError, ConnectionResetError):  # not a send timeout
                         exchange.hung_up.set()
                         return
                     exchange.sent += len(chunk)
@@ -294,11 +341,11 @@ def test_headers_trickling_in_are_given_up_on(
 ) -> None:
     """Each header byte arrives well within the read timeout: the deadline covers the headers
     too, the command says so and exits 2, and the connection is closed, not left open."""
-    monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 1.0)
+    monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 2.0)  # a head byte is due every 0.5 s
     base, exchange = raw_server(_card_head_trickling)
     assert main(["check-card", base]) == 2
     out = capsys.readouterr().out
-    assert "ERROR       fetch failed: _FetchRefused: still arriving after 1 s" in out, out
+    assert "ERROR       fetch failed: _FetchRefused: still arriving after 2 s" in out, out
     assert "result      unusable" in out
     # the old check, made after each chunk of body only, said the same once the head was in
     assert 0 < exchange.sent < len(CARD_HEAD), "the headers were waited for to the end"
@@ -327,7 +374,7 @@ def test_revalidation_trickling_in_is_given_up_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The revalidation has a deadline of its own: a failed one is a warning, as before."""
-    monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 1.0)
+    monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 2.0)  # a head byte is due every 0.5 s
 
     def answer(head: bytes) -> Answer:
         revalidating = b"if-none-match:" in head.lower()
@@ -337,7 +384,7 @@ def test_revalidation_trickling_in_is_given_up_on(
     report = check_card(base)
     assert report.exit_code == 0, render(report)
     assert report.revalidation == "failed: _FetchRefused"
-    assert "revalidation failed: _FetchRefused: still arriving after 1 s" in report.warnings
+    assert "revalidation failed: _FetchRefused: still arriving after 2 s" in report.warnings
     assert len(exchange.heads) == 2
     answered = len(CARD_HEAD) + len(CARD_BODY)
     assert answered < exchange.sent < answered + len(CARD_HEAD), "the headers were waited for"
