@@ -58,7 +58,8 @@ EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
     "redeploy": frozenset({"etag_changed"}),
 }
 RESTARTING = frozenset(EXPECTED_AFTER_RESTART)
-_PORT_TAKEN = "Address already in use"  # in the orchestrator's log: its exporter did not bind
+# the orchestrator's log when its Prometheus exporter could not bind (otel-a2a's set-up warning)
+_PORT_TAKEN = "could not set up OpenTelemetry (OSError: [Errno 98] Address already in use)"
 Progress = Callable[[str], None]
 
 
@@ -161,6 +162,7 @@ class ScenarioResult:
     metrics_url: str = ""
     restart_at: float | None = None
     restarted_at: float | None = None
+    stale_before: float | None = None  # a2a_tasks_stale just before the restart
     stale_at: float | None = None
     detected_at: float | None = None
     baseline_at: float | None = None
@@ -169,6 +171,8 @@ class ScenarioResult:
     otlp_endpoint: str = ""
     logs: dict[str, str] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
+    port_taken: bool = False  # the orchestrator's metrics port was taken before it bound it
+    attempts: int = 1  # 2 when run again because of that
 
     def reasons(self) -> list[str]:
         return [d.reason for d in self.divergences]
@@ -478,7 +482,7 @@ class _Run:
             with self.lock:
                 self.procs.append(proc)  # registered at once: clean-up always sees it
             try:
-                proc.wait_ready(30.0, self.closing)
+                base = proc.wait_ready(30.0, self.closing)
             except ScenarioError as exc:
                 proc.stop()
                 last = exc
@@ -486,6 +490,7 @@ class _Run:
                     raise
                 time.sleep(0.25)
                 continue
+            self.worker_port = int(base.rsplit(":", 1)[1])  # the first start picks it (port 0)
             return proc
         assert last is not None
         raise last
@@ -494,8 +499,7 @@ class _Run:
         problem = python_problem() or node_problem()
         if problem is not None:
             raise ScenarioError(problem)
-        self.worker_port = free_port()
-        self.worker = self.start_worker()
+        self.worker = self.start_worker()  # on port 0; a restart takes the same port again
         worker_url = f"http://127.0.0.1:{self.worker_port}"
         self.say("worker", f"@a2a-js/sdk worker ready at {worker_url} (store {self.store.name}/)")
         gw_argv = [sys.executable, str(GATEWAY), "--upstream", worker_url, "--port", "0"]
@@ -623,6 +627,9 @@ class _Run:
                     finished = True
                 trigger = step.get("step") == "follow_up" and "accepted" in str(step.get("action"))
                 if trigger and cfg.variant in RESTARTING and self.restart_thread is None:
+                    before = scrape(self.result.metrics_url, timeout=1.0)
+                    if before is not None:
+                        self.result.stale_before = _sum(before, "a2a_tasks_stale")
                     self._start_restart(restart_error)
                     stale_deadline = time.monotonic() + t.heartbeat + t.export_interval + 5.0
             if stale_deadline is not None and self.result.stale_at is None:
@@ -678,6 +685,7 @@ class _Run:
             self.say("otel-a2a", _describe(d), d.t)
         for proc in self.procs:
             self.result.logs[proc.name] = proc.stderr_tail(40)
+        self.result.port_taken = _PORT_TAKEN in orchestrator.stderr_tail(1_000_000)
 
     def run(self) -> ScenarioResult:
         self.result.start = time.time()
@@ -710,10 +718,11 @@ def run_scenario(config: ScenarioConfig, progress: Progress | None = None) -> Sc
     process took it in between (its telemetry set-up then failed), the run is made again, once.
     """
     result = _Run(config, progress).run()
-    if not result.ok and _PORT_TAKEN in result.logs.get("orchestrator", ""):
+    if not result.ok and result.port_taken:
         if progress is not None:
             progress("the orchestrator's metrics port was taken meanwhile: running again")
         result = _Run(config, progress).run()
+        result.attempts = 2
     return result
 
 
@@ -806,6 +815,15 @@ def evaluate(result: ScenarioResult) -> list[Check]:
                 )
             )
         if variant != "redeploy" and cfg.streaming:
+            before = result.stale_before
+            checks.append(
+                Check(
+                    "a2a_tasks_stale 0 before the restart, > 0 after it",
+                    before == 0 and result.stale_at is not None,
+                    f"before: {'not scraped' if before is None else f'{before:g}'}; after: "
+                    + ("never seen" if result.stale_at is None else "> 0"),
+                )
+            )
             limit = t.heartbeat + t.export_interval
             delay = (
                 None if result.stale_at is None or restart is None else result.stale_at - restart
@@ -988,6 +1006,8 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
     if cfg.keep_dir:
         line(f"  files:   {result.workdir} (timeline.jsonl, orchestrator.out, *.err, tasks/)")
     line()
+    if result.attempts > 1:
+        line("(run twice: the orchestrator's metrics port was taken before it bound it)")
     line(f"RESULT: {'PASS' if result.ok else 'FAIL'}")
 
 

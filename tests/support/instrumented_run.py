@@ -89,6 +89,7 @@ STALE_PER_ROUND = {PYTHON_AGENT: 1, NODE_AGENT: 1}  # slow tasks left unpolled, 
 # evicted: at most 7 tasks are live at once (4 stale, 2 awaiting a follow-up, 1 on the mock).
 MAX_TRACKED_TASKS = 8
 PORT_ATTEMPTS = 3  # the Prometheus exporter port is picked free, then bound by the script
+PORT_TAKEN = "could not set up OpenTelemetry (OSError: [Errno 98] Address already in use)"
 
 A2A_HEADERS = {"content-type": "application/json", "a2a-version": "1.0"}
 
@@ -441,6 +442,12 @@ class InstrumentedRun:
         self.rounds += 1
 
     def stop(self) -> None:
+        self.end_script()
+        for peer in self.peers:
+            peer.stop()
+
+    def end_script(self) -> None:
+        """Stop the script (EOF, then SIGKILL), close its pipes, join its stderr reader."""
         proc = self.proc
         if proc.poll() is None:
             with contextlib.suppress(OSError, ValueError):
@@ -457,8 +464,6 @@ class InstrumentedRun:
                     pipe.close()
         for thread in self._threads:
             thread.join(timeout=2.0)
-        for peer in self.peers:
-            peer.stop()
 
 
 def _pump(stream: IO[str], keep: deque[str]) -> None:
@@ -506,7 +511,7 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
                 return _start_script(peers, free_port(), heartbeat, ready_timeout)
             except RunError as exc:
                 # the exporter's port was free when picked and taken before the script bound it
-                if attempt == PORT_ATTEMPTS or "Address already in use" not in str(exc):
+                if attempt == PORT_ATTEMPTS or PORT_TAKEN not in str(exc):
                     raise
         raise AssertionError("unreachable")
     except BaseException:
@@ -518,29 +523,28 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
 def _start_script(
     peers: list[Any], port: int, heartbeat: float, ready_timeout: float
 ) -> InstrumentedRun:
-    """The client script on ``port``, its baseline served; killed if it does not get there."""
-    proc: subprocess.Popen[str] | None = None
+    """The client script on ``port``, its baseline served; ended if it does not get there."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.instrumented_run",
+            "--python-peer",
+            peers[0].base_url,
+            "--node-peer",
+            peers[1].base_url,
+            "--heartbeat",
+            str(heartbeat),
+        ],
+        cwd=str(REPO),
+        env=run_env(port, heartbeat),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run = InstrumentedRun(proc, port, peers, heartbeat)
     try:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.instrumented_run",
-                "--python-peer",
-                peers[0].base_url,
-                "--node-peer",
-                peers[1].base_url,
-                "--heartbeat",
-                str(heartbeat),
-            ],
-            cwd=str(REPO),
-            env=run_env(port, heartbeat),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        run = InstrumentedRun(proc, port, peers, heartbeat)
         assert proc.stderr is not None
         thread = threading.Thread(target=_pump, args=(proc.stderr, run._stderr), daemon=True)
         thread.start()
@@ -550,9 +554,9 @@ def _start_script(
             raise RunError(f"instrumented run printed {line!r};\nstderr:\n{run.stderr_text()}")
         return run
     except BaseException:
-        if proc is not None and proc.poll() is None:
+        if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+        run.end_script()  # pipes closed, reader joined: nothing left of a failed attempt
         raise
 
 
