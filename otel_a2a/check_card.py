@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -152,25 +154,23 @@ def check_card(url: str) -> CardReport:
     also works where an event loop is running already, and waits for it at most
     ``ABANDON_AFTER`` seconds: a name lookup held by the system resolver cannot be cancelled
     (asyncio runs it on a worker thread that closing the loop would wait for)."""
-    done: list[CardReport] = []
-    failed: list[BaseException] = []
+    answer: Future[CardReport] = Future()
 
     def run() -> None:
         try:
-            done.append(anyio.run(check_card_async, url))
-        except BaseException as exc:  # re-raised on the caller's thread
-            failed.append(exc)
+            answer.set_result(anyio.run(check_card_async, url))
+        except BaseException as exc:  # re-raised on the caller's thread by result()
+            answer.set_exception(exc)
 
-    worker = threading.Thread(target=run, name="otel-a2a check-card", daemon=True)
-    worker.start()
-    worker.join(ABANDON_AFTER)
-    if done:
-        return done[0]
-    if failed:
-        raise failed[0]
-    report = CardReport(card_url(url))
-    report.errors.append(f"fetch failed: no answer after {ABANDON_AFTER:g} s (name resolution?)")
-    return report
+    threading.Thread(target=run, name="otel-a2a check-card", daemon=True).start()
+    try:
+        return answer.result(ABANDON_AFTER)
+    except FuturesTimeout:
+        report = CardReport(card_url(url))
+        report.errors.append(
+            f"fetch failed: no answer after {ABANDON_AFTER:g} s (name resolution?)"
+        )
+        return report
 
 
 def _reason(exc: BaseException) -> str:

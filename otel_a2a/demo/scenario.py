@@ -59,7 +59,7 @@ EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
 }
 RESTARTING = frozenset(EXPECTED_AFTER_RESTART)
 # the orchestrator's log when its Prometheus exporter could not bind (otel-a2a's set-up warning)
-_PORT_TAKEN = "could not set up OpenTelemetry (OSError: [Errno 98] Address already in use)"
+PORT_TAKEN = "could not set up OpenTelemetry (OSError: [Errno 98] Address already in use)"
 Progress = Callable[[str], None]
 
 
@@ -283,12 +283,14 @@ class Proc:
             f"(exit code {self.popen.poll()}):\n{self.stderr_tail()}"
         )
 
-    def stderr_tail(self, lines: int = 30) -> str:
+    def stderr_text(self) -> str:
         try:
-            text = self.stderr_path.read_text("utf-8", "replace")
+            return self.stderr_path.read_text("utf-8", "replace")
         except OSError:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.stderr_text().splitlines()[-lines:])
 
     def signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -685,7 +687,7 @@ class _Run:
             self.say("otel-a2a", _describe(d), d.t)
         for proc in self.procs:
             self.result.logs[proc.name] = proc.stderr_tail(40)
-        self.result.port_taken = _PORT_TAKEN in orchestrator.stderr_tail(1_000_000)
+        self.result.port_taken = PORT_TAKEN in orchestrator.stderr_text()
 
     def run(self) -> ScenarioResult:
         self.result.start = time.time()

@@ -150,8 +150,22 @@ def test_unreachable_or_unusable_url_is_a_report_not_a_traceback(url: str, says:
     assert len(report.errors) == 1 and report.errors[0].startswith(says), report.errors
 
 
-def test_tls_to_a_plain_server_says_what_the_handshake_met(card_server: str) -> None:
-    report = check_card(card_server.replace("http://", "https://"))
+def test_a_tls_handshake_cut_short_says_what_it_met() -> None:
+    """The server reads the ClientHello and hangs up: httpx's async transport raises a
+    ConnectError with no message at all; the TLS error underneath is what the report says."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(30)
+
+        def cut() -> None:
+            with contextlib.suppress(OSError):
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(4096)
+
+        thread = threading.Thread(target=cut, daemon=True)
+        thread.start()
+        report = check_card(f"https://127.0.0.1:{listener.getsockname()[1]}/")
+        thread.join(30)
     assert report.exit_code == 2
     assert report.errors[0].startswith("fetch failed: ConnectError: [SSL: "), report.errors
 

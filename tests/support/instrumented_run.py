@@ -89,7 +89,6 @@ STALE_PER_ROUND = {PYTHON_AGENT: 1, NODE_AGENT: 1}  # slow tasks left unpolled, 
 # evicted: at most 7 tasks are live at once (4 stale, 2 awaiting a follow-up, 1 on the mock).
 MAX_TRACKED_TASKS = 8
 PORT_ATTEMPTS = 3  # the Prometheus exporter port is picked free, then bound by the script
-PORT_TAKEN = "could not set up OpenTelemetry (OSError: [Errno 98] Address already in use)"
 
 A2A_HEADERS = {"content-type": "application/json", "a2a-version": "1.0"}
 
@@ -499,7 +498,7 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
 
     Raises ``tests.support.peers.PeerStartError`` when a peer cannot start (Node missing).
     """
-    from otel_a2a.demo.scenario import free_port
+    from otel_a2a.demo.scenario import PORT_TAKEN, free_port
     from tests.support.peers import start_peer
 
     peers: list[Any] = []
