@@ -16,6 +16,10 @@ A fourth run, *floor*, starts and ends one SDK span per request carrying exactly
 kind and attributes of the span otel-a2a makes for that ``GetTask`` (taken from a real
 request), under both span processors, all attributes given at start (the cheapest way to set
 them). No implementation of DESIGN §3 with the OpenTelemetry SDK can cost less than this.
+*floor-bare* is the same span under the ``BatchSpanProcessor`` alone (the SDK's part), and
+*wire* classifies the request and extracts the response's task facts (the protocol layer's
+part, no OpenTelemetry): together they bound from below what any implementation that reads
+the state from the body pays.
 
 The ``-other`` pair repeats (b) and (c) with a non-A2A POST of the same size shaped like an LLM
 call, the commonest other httpx traffic of an agent: what otel-a2a costs where it only steps
@@ -36,7 +40,7 @@ from bench import Row
 
 WARMUP = 200
 REQUESTS = 300
-CONFIGS = ("a", "b", "c", "floor", "b-other", "c-other")
+CONFIGS = ("a", "b", "c", "floor", "floor-bare", "wire", "b-other", "c-other")
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
@@ -79,6 +83,14 @@ def run() -> list[Row]:
         ),
         Row("  the floor span (instructions per request)", f"{per['floor']:,.0f}"),
         Row(
+            "  the same span, BatchSpanProcessor only (% of the httpx increment)",
+            f"{per['floor-bare'] / httpx_inc:.0%}",
+        ),
+        Row(
+            "  classify + extract alone, no OpenTelemetry (% of the httpx increment)",
+            f"{per['wire'] / httpx_inc:.0%}",
+        ),
+        Row(
             "instructions: non-A2A 2 KB POST (LLM-style), otel_a2a increment (per request)",
             f"{other:,.0f}",
         ),
@@ -96,10 +108,13 @@ def _worker(config: str, requests: int) -> None:
     if config.endswith("-other"):
         body, content = p.other_response_body(), p.other_request_body()
         path, headers = p.OTHER_PATH, p.OTHER_HEADERS
-    if config == "floor":
-        one_span, _ = floor_span(body)
+    if config.startswith("floor"):
+        one_span, _ = floor_span(body, divergence=config == "floor")
         for _ in range(requests):
             one_span()
+        return
+    if config == "wire":
+        _wire(body, content, requests)
         return
     setup = Setup(body, instrumented=config != "a")
     if config.startswith("c"):
@@ -112,6 +127,21 @@ def _worker(config: str, requests: int) -> None:
     for _ in range(requests):
         post(path, content=content, headers=headers).read()
     setup.close()
+
+
+def _wire(body: bytes, content: bytes, requests: int) -> None:
+    """The protocol layer's work on each request: classify it, extract the response's facts."""
+    import httpx
+
+    from bench._payload import PATH, REQUEST_HEADERS
+    from otel_a2a.instrumentation.httpx_client import _REQUEST_HEADERS, _headers
+    from otel_a2a.protocol import classify_request, extract_response
+
+    headers = _headers(httpx.Headers(REQUEST_HEADERS), _REQUEST_HEADERS)
+    for _ in range(requests):
+        request = classify_request("POST", PATH, headers, content)
+        if request is None or not extract_response(request, 200, body).reports:
+            raise RuntimeError("GetTask not recognised: the wire row would measure nothing")
 
 
 if __name__ == "__main__":

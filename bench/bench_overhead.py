@@ -101,13 +101,14 @@ def _sampler(client: httpx.Client, request_body: bytes) -> Callable[[int], float
     return sample
 
 
-def floor_span(body: bytes) -> tuple[Callable[[], None], int]:
+def floor_span(body: bytes, divergence: bool = True) -> tuple[Callable[[], None], int]:
     """Start and end one SDK span exactly like otel-a2a's for this ``GetTask``: the cost no
     implementation of DESIGN §3 can avoid.
 
     Name, kind and attributes are taken from the span of one real request; all attributes are
     given at start (cheaper than setting some later, as the instrumentation must). Same scope
-    and processors as (c): a ``BatchSpanProcessor`` and the ``DivergenceSpanProcessor``.
+    and processors as (c): a ``BatchSpanProcessor`` and, unless ``divergence`` is false (the
+    bare SDK span), the ``DivergenceSpanProcessor``.
     """
     exporter = InMemorySpanExporter()
     capture = TracerProvider()
@@ -126,7 +127,8 @@ def floor_span(body: bytes) -> tuple[Callable[[], None], int]:
     name, kind, attributes = span.name, span.kind, dict(span.attributes or {})
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(CountingExporter()))
-    provider.add_span_processor(DivergenceSpanProcessor())
+    if divergence:
+        provider.add_span_processor(DivergenceSpanProcessor())
     tracer = provider.get_tracer(SCOPE, __version__)
 
     def one_span() -> None:
