@@ -1,6 +1,6 @@
 """The Grafana dashboard: valid against Grafana's own JSON schemas, and every panel query
 parses (promtool, offline) and returns data from a real Prometheus scraping a real metrics
-endpoint. No Grafana server runs on our machines (reference/BACKENDS.md §4)."""
+endpoint. No Grafana server runs on our machines, so nothing here renders the dashboard."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from tests.support.instrumented_run import AGENTS, MOCK_AGENT, PYTHON_AGENT
 from tests.support.prom import finite_values, run_promtool
 
 REPO = Path(__file__).resolve().parents[2]
-# issue 6: validate against ../shared/schemas/grafana (a vendored copy in the repo wins)
-SCHEMA_DIRS = (REPO / "schemas" / "grafana", REPO.parent / "shared" / "schemas" / "grafana")
+# vendored from grafana/grafana-foundation-sdk's jsonschema/ (provenance in its README)
+SCHEMA_DIR = REPO / "tests" / "fixtures" / "grafana"
 PROM_UID = "otel-a2a-prometheus"
 # Grafana's built-in and dashboard variables, as a user with "All" agents would see them;
 # the windows hold the whole test session (a test may run minutes after the incident: over a
@@ -32,14 +32,6 @@ SUBSTITUTIONS = {
     "$agent": ".*",
     "$heartbeat": "30",
 }
-
-
-def _schema_dir() -> Path:
-    """The Grafana schemas: the shared copy, or the repository's if it ever vendors them."""
-    for candidate in SCHEMA_DIRS:
-        if (candidate / "dashboard.jsonschema.json").exists():
-            return candidate
-    pytest.fail(f"Grafana JSON schemas not found in {[str(d) for d in SCHEMA_DIRS]}")
 
 
 def _dashboard() -> dict[str, Any]:
@@ -86,7 +78,7 @@ def _errors(schema: dict[str, Any], instance: Any, where: str) -> list[str]:
 
 
 def _load_schema(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((_schema_dir() / name).read_text())
+    doc: dict[str, Any] = json.loads((SCHEMA_DIR / name).read_text())
     return doc
 
 
