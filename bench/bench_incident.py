@@ -1,6 +1,6 @@
-"""How soon the seeded incident is detected (DESIGN §8): the timing promise of the demo.
+"""How soon the seeded incident is detected (docs/architecture.md): the demo's timing promise.
 
-DESIGN §8 asks that ``a2a.tasks.stale`` rise within one heartbeat of the worker's restart
+The seeded incident asks that ``a2a.tasks.stale`` rise within one heartbeat of the restart
 (plus one metric export interval, which is when a reader can first see it) and that the
 orchestrator's first decision after the restart diverge, long before the uninstrumented
 baseline learns anything at its own timeout. The end-to-end tests check *that* these happen;

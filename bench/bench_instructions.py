@@ -15,7 +15,8 @@ counted too (callgrind counts every thread): exporting a span is part of its cos
 A fourth run, *floor*, starts and ends one SDK span per request carrying exactly the name,
 kind and attributes of the span otel-a2a makes for that ``GetTask`` (taken from a real
 request), under both span processors, all attributes given at start (the cheapest way to set
-them). No implementation of DESIGN §3 with the OpenTelemetry SDK can cost less than this.
+them). No implementation of the span contract (docs/semantic-conventions.md) with the
+OpenTelemetry SDK can cost less than this.
 *floor-bare* is the same span under the ``BatchSpanProcessor`` alone (the SDK's part), and
 *wire* classifies the request and extracts the response's task facts (the protocol layer's
 part, no OpenTelemetry): together they bound from below what any implementation that reads

@@ -1,6 +1,6 @@
 """Ledger benchmark: memory per tracked task and time per operation at 1,000,000 tasks.
 
-Targets (DESIGN, detection core): <= 250 bytes per tracked task, <= 2 us per ledger operation.
+Targets (detection core): <= 250 bytes per tracked task, <= 2 us per ledger operation.
 Run: ``python bench/bench_ledger.py`` (about a minute; memory is measured with tracemalloc,
 which slows the fill). Times depend on the machine, so the first row calibrates it: the cost of
 one iteration of a plain ``d[k] = v`` loop over existing keys (about 20-30 ns on a current

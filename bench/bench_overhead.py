@@ -10,7 +10,8 @@ so it is instrumented only while (c) is timed and uninstrumented for (a) and (b)
 interleave the three configurations (order rotated each round); each figure is the median over
 rounds. Target: otel_a2a's increment (c - b) <= 25% of the httpx instrumentation's (b - a).
 
-The floor rows time :func:`floor_span`: the one span DESIGN §3 requires, alone. Wall-clock on a
+The floor rows time :func:`floor_span`: the one span the span contract requires, alone
+(docs/semantic-conventions.md). Wall-clock on a
 shared machine is noisy; ``bench_instructions`` gives the same ratios counted in instructions.
 """
 
@@ -103,7 +104,7 @@ def _sampler(client: httpx.Client, request_body: bytes) -> Callable[[int], float
 
 def floor_span(body: bytes, divergence: bool = True) -> tuple[Callable[[], None], int]:
     """Start and end one SDK span exactly like otel-a2a's for this ``GetTask``: the cost no
-    implementation of DESIGN §3 can avoid.
+    implementation of the span contract can avoid.
 
     Name, kind and attributes are taken from the span of one real request; all attributes are
     given at start (cheaper than setting some later, as the instrumentation must). Same scope
@@ -227,7 +228,7 @@ def run() -> list[Row]:
             f"{floor:.1f}",
         ),
         Row(
-            "  floor as % of the httpx increment (the span DESIGN §3 requires)",
+            "  floor as % of the httpx increment (the span the contract requires)",
             f"{floor / (b - a) * 100:.0f}",
         ),
     ]

@@ -1,4 +1,4 @@
-"""The ``otel-a2a`` command (DESIGN §7).
+"""The ``otel-a2a`` command (docs/configuration.md lists every flag).
 
     otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
                   [--binding JSONRPC|HTTP+JSON] [--streaming|--no-streaming] [--real-timings]

@@ -1,4 +1,6 @@
-"""Span, event and metric names of DESIGN §3 and §4, written once, and the §4 label cap.
+"""Span, event and metric names, written once, and the agent-name label cap.
+
+docs/semantic-conventions.md documents every name here (tests/test_semconv_doc.py checks it).
 
 Pure (no OpenTelemetry import): the instrumentation and the analyzer both use it.
 """

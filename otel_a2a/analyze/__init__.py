@@ -1,4 +1,4 @@
-"""Layer 4: cross-runtime correlation over exported spans (DESIGN §1 analyzer reasons).
+"""Layer 4: cross-runtime correlation over exported spans (the analyzer's divergence reasons).
 
 ``otel-a2a analyze FILE…`` reads OTLP JSON lines (the collector file exporter's format) and
 ``otel-a2a detector`` receives OTLP/HTTP live (:mod:`otel_a2a.analyze.receiver`); both turn

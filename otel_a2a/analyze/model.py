@@ -1,8 +1,8 @@
 """What the analyzer reasons about: beliefs read from spans, and the findings they produce.
 
 Pure data, no OpenTelemetry: a :class:`Belief` is one service's view of one task's state over
-a time interval, read from an exported span (DESIGN §3 span contract); a :class:`Finding` is
-an analyzer divergence (DESIGN §1, ``cross_runtime_conflict`` / ``renormalized_state``) with
+a time interval, read from an exported span (the span contract); a :class:`Finding` is
+an analyzer divergence (``cross_runtime_conflict`` / ``renormalized_state``) with
 both beliefs as evidence.
 """
 

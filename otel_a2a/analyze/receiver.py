@@ -4,7 +4,7 @@
 (``ExportTraceServiceRequest``, turned into the same JSON form with ``MessageToDict``), gzip
 allowed. Bodies are bounded (413 beyond ``max_body``), malformed ones answered 400, and nothing
 a client sends can stop the server. Findings are handed to a callback as they happen and
-counted on the ``a2a.divergence`` counter (DESIGN §4) of a private SDK meter provider, served
+counted on the ``a2a.divergence`` counter (metric contract) of a private SDK meter provider, served
 for Prometheus when a metrics port is given. ``--dump`` appends every accepted request as one
 OTLP JSON line, the collector file exporter's format, for ``otel-a2a analyze``.
 """

@@ -1,4 +1,4 @@
-"""The seeded incident end to end (DESIGN §8): real processes on loopback, in a temporary folder.
+"""The seeded incident end to end: real processes on loopback, in a temporary folder.
 
 Topology: orchestrator (Python a2a-sdk client, instrumented only by ``OTEL_A2A_ENABLED=true``)
 → gateway (Python) → worker (``@a2a-js/sdk`` under Node, durable file task store).
@@ -116,7 +116,7 @@ class ScenarioConfig:
 
 @dataclass
 class Check:
-    """One promise of DESIGN §8, checked on this run.
+    """One promise of the seeded incident, checked on this run.
 
     ``timing`` marks a promise measured on the wall clock (how soon, not whether): the demo
     shows and counts it, the end-to-end tests leave it to ``make bench`` (``bench_incident``),

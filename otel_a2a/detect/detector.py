@@ -35,7 +35,7 @@ class CardUpdate:
 
 
 class Detector:
-    """Tracks observations and judges decisions (DESIGN §1). Thread-safe.
+    """Tracks observations and judges decisions against the invariant. Thread-safe.
 
     ``heartbeat_overrides`` maps ``host[:port]`` to seconds.
     """

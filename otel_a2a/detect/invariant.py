@@ -1,7 +1,8 @@
 """The invariant as pure functions: given what is known, which reason (if any) holds.
 
 *A card fetch never authorises a state assumption; only an authoritative task observation
-under the current card etag and within the agent's heartbeat interval does.* (DESIGN §1)
+under the current card etag and within the agent's heartbeat interval does.*
+(docs/architecture.md)
 
 Everything here is a function of its arguments (time included), so the rules can be tested
 exhaustively and reused by the seed's guard functions and the live instrumentation alike.

@@ -56,7 +56,7 @@ def _kind(state: TaskState, raw: str, exact: bool, source: str) -> _Kind:
 
 
 class Observation:
-    """One authoritative observation of a task (DESIGN §1).
+    """One authoritative observation of a task (a state read from a task response or stream).
 
     ``at`` is monotonic seconds; ``etag`` the agent's card etag in force when observed (None
     when no card is known); ``source`` the operation that carried it. ``stamp`` is the

@@ -151,7 +151,7 @@ class CardRegistry:
         return card_origin
 
     def agent_for_url(self, url: str) -> str:
-        """The agent a request URL belongs to (DESIGN §1, agent identity).
+        """The agent a request URL belongs to (agent identity).
 
         The agent whose declared interface URL is the longest (segment-wise) prefix of
         ``url``, else the request's origin.
@@ -273,7 +273,7 @@ class CardRegistry:
         return entry.card.name if entry is not None and entry.card is not None else None
 
     def heartbeat(self, agent: str) -> tuple[float, str]:
-        """(seconds, source) for the agent, first match wins (DESIGN §1).
+        """(seconds, source) for the agent, first match wins.
 
         ``override`` (``host[:port]`` of the agent key or of an interface it declares),
         ``extension`` / ``card-field`` (from its card), ``default``.

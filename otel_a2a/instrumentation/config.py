@@ -1,4 +1,4 @@
-"""Configuration from ``OTEL_A2A_*`` environment variables (DESIGN §6).
+"""Configuration from ``OTEL_A2A_*`` environment variables (docs/configuration.md).
 
 A bad value never stops the host: it logs one warning naming the variable and the default is
 used instead.

@@ -54,7 +54,7 @@ _DECISION_OPS = frozenset(
 )
 _STREAM_OPS = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSCRIBE_TO_TASK.value})
 _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
-# Tasks one stream keeps alive (DESIGN §1: its frames refresh them). A stream is about one task;
+# Tasks one stream keeps alive (its frames refresh their observations). A stream is about one task;
 # a peer naming thousands on one stream must not make every frame cost thousands of updates.
 _MAX_STREAM_TASKS = 16
 

@@ -23,7 +23,7 @@ from otel_a2a.protocol import A2ARequest, classify_request
 
 _log = logging.getLogger("otel_a2a")
 _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
-# DESIGN §3: of a response, only these are ever read (and only ETag/Cache-Control recorded)
+# of a response, only these headers are ever read (and only ETag/Cache-Control recorded)
 _RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
 
 

@@ -1,4 +1,4 @@
-"""The instruments of DESIGN §4, on meter ``otel_a2a``.
+"""The metric contract's instruments (docs/semantic-conventions.md), on meter ``otel_a2a``.
 
 Metrics are recorded whatever the trace sampler decides: detection must not depend on sampling.
 """
@@ -39,7 +39,7 @@ class Tally:
 
 
 class A2AMetrics:
-    """The instruments of DESIGN §4 for one runtime.
+    """The metric contract's instruments for one runtime.
 
     A meter returns the instrument it already has for a name, and keeps that instrument's
     callbacks: after ``uninstrument()`` and ``instrument()`` on the same meter provider, the

@@ -41,7 +41,7 @@ from otel_a2a.protocol import (
 )
 
 _E = TypeVar("_E", Binding, Operation)
-# versions and bindings whose exact spellings differ (DESIGN §1): v1.0 any, v0.3 JSON-RPC, gRPC
+# versions and bindings whose exact spellings differ: v1.0 any, v0.3 JSON-RPC, gRPC
 _ANY_WIRE = (("1.0", Binding.JSONRPC), ("0.3", Binding.JSONRPC), ("0.3", Binding.GRPC))
 
 

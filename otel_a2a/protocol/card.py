@@ -1,7 +1,7 @@
 """Agent Card parsing: the etag, caching, interfaces and heartbeat the invariant relies on.
 
 ``parse_card`` reads a ``2xx`` well-known card response into a ``CardInfo``; a ``304 Not
-Modified`` has no body, and the card and etag on record stay in force (DESIGN §1).
+Modified`` has no body, and the card and etag on record stay in force.
 
 Etag: the HTTP ``ETag`` header verbatim (a weak ``W/"…"`` kept as is), else ``sha256:`` + hex
 digest of the card's RFC 8785 canonical form; a card whose JSON has no canonical form (NaN,

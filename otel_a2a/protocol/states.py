@@ -64,7 +64,7 @@ class StateReading(NamedTuple):
     ``mapped`` is False when the spelling maps to nothing (``paused``, ``UNRECOGNIZED``, a
     missing state): ``state`` is then ``UNKNOWN`` and the reading is an ``unknown_state``
     divergence. ``exact`` is True when the spelling is an exact spelling of the protocol version
-    and binding in use (DESIGN §1, ``non_canonical_state``).
+    and binding in use (else a ``non_canonical_state`` divergence).
     """
 
     raw: str
@@ -192,7 +192,7 @@ def read_state(raw: object, version: str | None, binding: Binding) -> StateReadi
 
 
 def _read_state(raw: object, version: str | None, binding: Binding) -> StateReading:
-    """Exact spellings (DESIGN §1,
+    """Exact spellings (anything else accepted is a
     ``non_canonical_state``): any version >= 1, every binding: ``TASK_STATE_*``; v0.3 JSON-RPC:
     lowercase kebab; v0.3 gRPC: ``TASK_STATE_*`` with ``CANCELLED``; v0.3 HTTP+JSON: either.
     Integers map but are never exact; a missing state (``None``) reads as raw ``""``.

@@ -1,4 +1,4 @@
-"""End to end: the seeded incident over real processes (issue 5 §3, DESIGN §8).
+"""End to end: the seeded incident over real processes (issue 5 §3).
 
 Each test runs one variant of ``otel_a2a.demo.scenario`` (the runner behind ``otel-a2a demo``):
 a Node ``@a2a-js/sdk`` worker with a durable file store, the Python gateway, and a Python

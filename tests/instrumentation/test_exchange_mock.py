@@ -69,7 +69,7 @@ def test_follow_up_without_observation_is_no_observation(otel: Harness) -> None:
     assert (span.attributes or {})["a2a.liveness.decision"] is True
     assert otel.total("a2a.divergence", a2a__divergence__reason="no_observation") == 1
     assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
-    # DESIGN §3: the event is also a log record, in the span's trace context
+    # the event is also a log record, in the span's trace context
     (record,) = [d.log_record for d in otel.logs.get_finished_logs()]
     attrs = dict(record.attributes or {})
     assert record.event_name == "a2a.divergence"
@@ -387,7 +387,7 @@ def test_reinstrumenting_on_the_same_meter_provider_reports_the_new_runtime(
 
 
 def test_extended_card_is_recorded_with_its_own_etag(otel: Harness) -> None:
-    """DESIGN §1: the JCS hash of its ``result``; the invariant's etag does not move."""
+    """Its etag is the JCS hash of its ``result``; the invariant's etag does not move."""
     agent = FakeAgent()
     with agent.client() as client:
         client.get("/.well-known/agent-card.json")
@@ -608,7 +608,7 @@ def test_a_card_fetched_later_claims_the_urls_its_interfaces_name(otel: Harness)
 def test_the_stale_gauge_counts_silent_non_terminal_tasks_per_agent(
     otel: Harness, clock: Clock
 ) -> None:
-    """DESIGN §4: ``a2a.tasks.stale`` shows a silent divergence with no decision taken."""
+    """``a2a.tasks.stale`` shows a silent divergence with no decision taken."""
     agent = FakeAgent(
         heartbeat=5, states={"t1": "TASK_STATE_WORKING", "t2": "TASK_STATE_COMPLETED"}
     )

@@ -3,7 +3,7 @@
 Both peers (a2a-sdk 1.3 under uvicorn, @a2a-js/sdk 1.3 under Node; ``tests/conftest.py``) over
 v1.0 JSON-RPC, v1.0 HTTP+JSON, v0.3 JSON-RPC and v0.3 HTTP+JSON. Nothing is mocked: the wire
 is whatever the SDKs put on it, and every expected value is either a contract constant
-(DESIGN §3/§4) or read from what the application itself received (the card's ``ETag``
+(``otel_a2a.semconv``) or read from what the application itself received (the card's ``ETag``
 header, the task the SDK client decoded). No sleeps: every wait is on an event the peer sends.
 
 The a2a-sdk client picks the v1.0 interface whenever the card offers one; v0.3 JSON-RPC is
@@ -110,7 +110,7 @@ def card_etag(base: str) -> str:
 
 
 def canonical(state: int) -> str:
-    """``TaskState.TASK_STATE_INPUT_REQUIRED`` → ``input-required`` (DESIGN §1 vocabulary)."""
+    """``TaskState.TASK_STATE_INPUT_REQUIRED`` → ``input-required`` (canonical vocabulary)."""
     name: str = TaskState.Name(state)
     return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
 

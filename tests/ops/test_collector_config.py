@@ -1,6 +1,6 @@
 """The collector configs pass the structural checker, and seeded broken copies fail it.
 
-No otelcol binary exists on our machines (reference/BACKENDS.md §5), so
+No otelcol binary exists on our CI machines, so
 collector-config/checker.py stands in for `otelcol validate`; these tests prove it passes the
 shipped files and catches each class of mistake with a message that names it.
 """
@@ -82,7 +82,7 @@ def test_single_node_shape() -> None:
     jaeger = [e for e in pipes["traces"]["exporters"] if e.startswith("otlp")]
     assert jaeger and "jaeger" in cfg["exporters"][jaeger[0]]["endpoint"]
     assert pipes["metrics"]["exporters"] == ["prometheus"]
-    # no namespace: the exported names must stay the DESIGN §4 names the dashboard queries
+    # no namespace: the exported names must stay the contract's names the dashboard queries
     assert "namespace" not in cfg["exporters"]["prometheus"]
 
 

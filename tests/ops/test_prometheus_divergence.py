@@ -3,7 +3,7 @@
 The run (tests/support/instrumented_run.py) is a plain httpx A2A client instrumented only by
 ``OTEL_A2A_ENABLED=true``; its baseline is quiet and each incident round produces a known set
 of divergences against the real Python and Node test peers and a scripted misbehaving agent.
-What Prometheus returns for ``a2a_divergence_total`` by reason (and the other DESIGN §4
+What Prometheus returns for ``a2a_divergence_total`` by reason (and the other metric
 series) must equal those numbers exactly: nothing lost, nothing double counted, on the scrape
 path the dashboard and the alert rules read.
 """

@@ -1,4 +1,4 @@
-"""Agent Card parsing: etag, caching, interfaces, heartbeat (DESIGN §1)."""
+"""Agent Card parsing: etag, caching, interfaces, heartbeat."""
 
 from __future__ import annotations
 

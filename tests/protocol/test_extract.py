@@ -1,4 +1,4 @@
-"""Response extraction from the observed wire bodies (reference/A2A-WIRE.md)."""
+"""Response extraction from wire bodies as the real SDKs send them."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def test_an_empty_status_of_a_kind_tagged_task_is_a_missing_state() -> None:
 @pytest.mark.parametrize("request_", [GET_V1, REST_GET, REST_GET_V03], ids=repr)
 def test_an_empty_status_is_unspecified_under_protojson(request_: A2ARequest) -> None:
     """ProtoJSON omits a field at its default: both SDKs send ``TASK_STATE_UNSPECIFIED`` as
-    ``"status": {}``, a legitimate ``unknown`` (DESIGN §1), not an ``unknown_state``."""
+    ``"status": {}``, a legitimate ``unknown``, not an ``unknown_state``."""
     task = b'{"id":"t","contextId":"c","status":{}}'
     body = b'{"jsonrpc":"2.0","id":1,"result":' + task + b"}" if request_ is GET_V1 else task
     (report,) = extract_response(request_, 200, body).reports

@@ -1,4 +1,4 @@
-"""State normalisation and exact-spelling rules (DESIGN §1 ``non_canonical_state``)."""
+"""State normalisation and exact-spelling rules (``non_canonical_state``)."""
 
 from __future__ import annotations
 
