@@ -1,6 +1,6 @@
 """otel-a2a: OpenTelemetry detection of silent task-state divergence between A2A agents.
 
-See :mod:`otel_a2a.instrumentation` for the user manual and the README for every setting.
+See :mod:`otel_a2a.instrumentation` for the user manual and docs/configuration.md for every setting.
 Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
 ``otel_a2a.detect``) never imports OpenTelemetry or httpx.
 """

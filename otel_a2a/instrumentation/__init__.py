@@ -32,7 +32,7 @@ metric. Detection does not depend on trace sampling.
 
 ``instrument()`` accepts ``tracer_provider``, ``meter_provider`` and ``logger_provider`` (for
 the ``a2a.divergence`` log records; the global one otherwise). Configuration comes from
-the ``OTEL_A2A_*`` environment variables (see the README); invalid values log one warning and
+the ``OTEL_A2A_*`` environment variables (docs/configuration.md); invalid values log one warning and
 fall back to the default.
 """
 
