@@ -10,12 +10,19 @@ starts); the figure is the instrumented peak minus the uninstrumented one, media
 ``stream=True`` is measured with 64 KiB chunks (what httpcore yields from a socket) and with
 the whole body as one chunk (what ``MockTransport`` yields for ``content=bytes``).
 ``OTEL_A2A_MAX_BODY_BYTES`` is left at its default (4 MiB).
+
+A gzip SSE stream of 16 MiB of status-update frames (about 64 KiB on the wire) is read with and
+without the instrumentation: the CPU time of the read (``time.process_time``, median of
+repeats), otel-a2a inflating and parsing only the first 4 MiB of it.
 """
 
 from __future__ import annotations
 
 import gc
+import gzip
+import json
 import os
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 
@@ -29,6 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from bench import Row, check, median
 from bench._payload import (
     BASE,
+    CONTEXT_ID,
     PATH,
     REQUEST_HEADERS,
     RESPONSE_HEADERS,
@@ -73,6 +81,83 @@ def _peak(client: httpx.Client, req: bytes, stream: bool) -> int:
     return peak
 
 
+SSE_BOMB = 16 * MIB
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}
+
+
+def _sse_bomb() -> tuple[bytes, bytes]:
+    """The request and the gzip wire bytes of a 16 MiB stream of status-update frames."""
+    update = {"taskId": TASK_ID, "contextId": CONTEXT_ID, "status": {"state": "TASK_STATE_WORKING"}}
+    reply = {"jsonrpc": "2.0", "id": 1, "result": {"statusUpdate": update}}
+    frame = b"data: " + json.dumps(reply, separators=(",", ":")).encode() + b"\n\n"
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "go"}]}
+    req = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": message},
+    }
+    return json.dumps(req).encode(), gzip.compress(frame * (SSE_BOMB // len(frame)), 9)
+
+
+def _read_cpu(client: httpx.Client, req: bytes) -> float:
+    """CPU seconds of one streamed read to the end (the application decodes every byte)."""
+    started = time.process_time()
+    with client.stream("POST", PATH, content=req, headers=REQUEST_HEADERS) as response:
+        for _ in response.iter_bytes():
+            pass
+    return time.process_time() - started
+
+
+def _sse_bomb_rows(
+    tracer_provider: TracerProvider, meter_provider: MeterProvider, reader: InMemoryMetricReader
+) -> list[Row]:
+    req, wire = _sse_bomb()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE_HEADERS, content=_chunks(wire))
+
+    client = httpx.Client(transport=httpx.MockTransport(handler), base_url=BASE)
+    bare: list[float] = []
+    instrumented: list[float] = []
+    instrumentor = A2AInstrumentor()
+    for _ in range(REPEAT):
+        bare.append(_read_cpu(client, req))
+        instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        try:
+            instrumented.append(_read_cpu(client, req))
+        finally:
+            instrumentor.uninstrument()
+    client.close()
+    stops = _errors(reader, "inflated_stream_limit")
+    label = f"gzip SSE stream, {SSE_BOMB // MIB} MiB from {len(wire) / 1024:.0f} KiB"
+    return [
+        Row(f"{label}: CPU of the read, uninstrumented (s)", f"{median(bare):.2f}"),
+        Row(f"{label}: CPU of the read, instrumented (s)", f"{median(instrumented):.2f}"),
+        Row(
+            f"{label}: stopped at the limit (inflated_stream_limit errors)",
+            f"{stops:.0f}",
+            f"{REPEAT}",
+            stops == REPEAT,
+        ),
+    ]
+
+
+def _errors(reader: InMemoryMetricReader, error_type: str) -> float:
+    """The ``a2a.instrumentation.errors`` counted so far with this ``error.type``."""
+    data = reader.get_metrics_data()
+    total = 0.0
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name != "a2a.instrumentation.errors":
+                    continue
+                for point in metric.data.data_points:
+                    if (point.attributes or {}).get("error.type") == error_type:
+                        total += getattr(point, "value", 0)
+    return total
+
+
 def run() -> list[Row]:
     assert "OTEL_A2A_MAX_BODY_BYTES" not in os.environ, "benchmark assumes the 4 MiB default"
     body = get_task_response(SIZE)
@@ -87,7 +172,8 @@ def run() -> list[Row]:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
     instrumentor = A2AInstrumentor()
 
     cases: list[tuple[str, Handler, bool]] = [
@@ -142,4 +228,5 @@ def run() -> list[Row]:
             Row("  uninstrumented peak, same request (MiB)", f"{median(bare_peaks) / MIB:.2f}")
         )
     rows.insert(0, Row("large body: GetTask response size (MiB)", f"{len(body) / MIB:.1f}"))
+    rows.extend(_sse_bomb_rows(tracer_provider, meter_provider, reader))
     return rows

@@ -71,33 +71,46 @@ _INFLATE_STEP = 64 * 1024
 
 
 class _Inflater:
-    """Undoes ``Content-Encoding`` gzip/deflate in bounded steps: a few KB on the wire can
-    inflate to GBs, and the exchange stops taking pieces once it holds enough. ``deflate`` is
-    tried as zlib, then as raw deflate, as httpx does."""
+    """Undoes ``Content-Encoding`` gzip/deflate in bounded steps, at most ``budget`` bytes in
+    all (then ``over`` is set): a few KB on the wire can inflate to GBs. ``deflate`` is tried
+    as zlib, then as raw deflate, and what follows the end of the first gzip member or deflate
+    stream (trailing bytes, further members) is ignored, as httpx does: otel-a2a observes the
+    bytes the application reads."""
 
-    __slots__ = ("_first", "_zlib")
+    __slots__ = ("_first", "_left", "_zlib", "over")
 
-    def __init__(self, encoding: str) -> None:
+    def __init__(self, encoding: str, budget: int) -> None:
         self._zlib = zlib.decompressobj(
             16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
         )
         self._first = encoding == "deflate"
+        self._left = budget
+        self.over = False
 
     def pieces(self, chunk: bytes) -> Iterator[bytes]:
+        inflater = self._zlib
+        if inflater.eof:  # ``decompress`` would keep answering b'' and hoarding the input
+            return
         try:
-            piece = self._zlib.decompress(chunk, _INFLATE_STEP)
+            piece = inflater.decompress(chunk, _INFLATE_STEP)
         except zlib.error:
             if not self._first:
                 raise
-            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-            piece = self._zlib.decompress(chunk, _INFLATE_STEP)
+            inflater = self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            piece = inflater.decompress(chunk, _INFLATE_STEP)
         self._first = False
         while True:
-            yield piece
-            tail = self._zlib.unconsumed_tail
-            if not tail:
+            if len(piece) > self._left:
+                self.over = True
+                if self._left:
+                    yield piece[: self._left]
                 return
-            piece = self._zlib.decompress(tail, _INFLATE_STEP)
+            self._left -= len(piece)
+            yield piece
+            # a full step may leave output pending in zlib even once every input byte is in
+            if len(piece) < _INFLATE_STEP or inflater.eof:
+                return
+            piece = inflater.decompress(inflater.unconsumed_tail, _INFLATE_STEP)
 
 
 class Exchange:
@@ -193,7 +206,7 @@ class Exchange:
                 self.rt.error("unsupported_content_encoding")
                 self._overflow = True  # observe nothing rather than guess
                 return
-            self._decoder = _Inflater(encoding)
+            self._decoder = _Inflater(encoding, self.rt.settings.max_body_bytes)
         # read as the SDK clients do: a stream only where the operation streams, whatever the
         # content type claims (a JSON Task labelled text/event-stream is still a Task)
         if (
@@ -214,13 +227,14 @@ class Exchange:
             self._give_up_in_collection()
             return
         try:
-            if self._decoder is None:
+            decoder = self._decoder
+            if decoder is None:
                 self._take(chunk)
                 return
-            for piece in self._decoder.pieces(chunk):
+            for piece in decoder.pieces(chunk):
                 self._take(piece)
-                if self._overflow:
-                    break  # holds enough: the rest is never inflated
+            if decoder.over:
+                self._over_limit()
         except zlib.error as exc:
             self._overflow = True  # the decoder's state is lost: counted once, nothing guessed
             self.rt.error(exc)
@@ -241,9 +255,20 @@ class Exchange:
             self._buffer += chunk
             return
         self._buffer += chunk[: max(room, 0)]
+        self._over_limit()
+
+    def _over_limit(self) -> None:
+        """The body goes past ``OTEL_A2A_MAX_BODY_BYTES``: nothing more of it is taken (nor
+        inflated). A body is searched for its state in what is held. A content-encoded stream
+        is no longer observed, its end not judged (it was not seen), and that is counted: its
+        inflation would cost far more than the wire bytes. The application still reads all."""
         self._overflow = True
-        prefix, self._buffer = self._buffer, None
-        self._observe_prefix(prefix)
+        if self._sse is not None:
+            self._sse = None
+            self.rt.error("inflated_stream_limit")
+        elif self._buffer is not None:
+            prefix, self._buffer = self._buffer, None
+            self._observe_prefix(prefix)
 
     def complete(self, body: bytes | None = None) -> None:
         """The whole body was read (``body`` given when httpx read it for the application)."""

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import brotli
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,14 +167,14 @@ class MockAgent:
             }
             return httpx.Response(200, json=body)
         if isinstance(answer, tuple) and answer[0] == self.BROTLI:
-            # A brotli-enabled server would compress; the client (no brotli installed) reads
-            # the body as sent. Streamed (an iterator, not pre-read bytes), otel-a2a sees the
-            # raw bytes, cannot decode br, and must count an error.
+            # Really compressed (brotli is a dev dependency, so httpx decodes it for the
+            # application). Streamed (an iterator, not pre-read bytes), otel-a2a sees the raw
+            # bytes, does not decode br, and must count an error.
             task = {"id": task_id, "contextId": f"ctx-{task_id}", "status": {"state": answer[1]}}
             raw = json.dumps({"jsonrpc": "2.0", "id": rpc["id"], "result": task}).encode()
             return httpx.Response(
                 200,
-                content=iter([raw]),
+                content=iter([brotli.compress(raw)]),
                 headers={"content-encoding": "br", "content-type": "application/json"},
             )
         task = {"id": task_id, "contextId": f"ctx-{task_id}", "status": {"state": answer}}
