@@ -119,10 +119,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._record()
         path = self.path.split("?", 1)[0]
-        if path == "/redirect":  # to the card, through a Location carrying credentials
+        if path.startswith("/redirect/"):  # to the card, by a Location carrying credentials
             location = f"http://dave:{SECRET}@{self.headers['Host']}{CARD_PATH}?sig={SECRET}"
             self._answer(302, b"", {"Location": location})
-        elif path == "/bad-redirect":  # a Location nobody can parse, credentials in it
+        elif path.startswith("/bad-redirect/"):  # a Location nobody can parse, with credentials
             self._answer(302, b"", {"Location": f"http://dave:{SECRET}/x@127.0.0.1:99999/"})
         elif path.endswith(CARD_PATH):
             if self.headers.get("If-None-Match") == ETAG:
