@@ -32,6 +32,7 @@ from otel_a2a.protocol.urls import INVALID_URL
 from tests.instrumentation.conftest import Harness
 from tests.support.planted import (
     CARD_PATH,
+    ETAG,
     RPC_PATH,
     SECRET,
     TASK_ID,
@@ -95,7 +96,7 @@ def drive_planted(http: httpx.Client, agent: PlantedAgent) -> None:
     decision) against the planted agent, every URL and header carrying the secret."""
     card_url = _with_credentials(agent.base, CARD_PATH)
     http.get(card_url, headers=PLANTED_REQUEST_HEADERS).raise_for_status()
-    assert http.get(card_url, headers={"If-None-Match": '"planted-1"'}).status_code == 304
+    assert http.get(card_url, headers={"If-None-Match": ETAG}).status_code == 304
     rpc_url = _with_credentials(agent.base, RPC_PATH)
     sent = http.post(rpc_url, json=_rpc("SendMessage", {"message": _message(SECRET)}), headers=V1)
     assert sent.json()["result"]["task"]["id"] == TASK_ID
