@@ -9,6 +9,7 @@ SHOULD (spec §8.6 caching) or leave otel-a2a guessing (no heartbeat).
 from __future__ import annotations
 
 import json
+import re
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -20,6 +21,7 @@ import anyio
 import httpx
 
 from otel_a2a.protocol import Binding, CardInfo, parse_card
+from otel_a2a.protocol.urls import INVALID_URL, clean_url
 
 WELL_KNOWN = "/.well-known/agent-card.json"
 _REQUIRED_V1 = (
@@ -76,7 +78,10 @@ async def _get(
 
 @dataclass
 class CardReport:
+    """``url`` and ``redirected_to`` as printed: without credentials, query or fragment."""
+
     url: str
+    redirected_to: str | None = None
     status: int | None = None
     card: CardInfo | None = None
     cache_control: str | None = None
@@ -90,8 +95,54 @@ class CardReport:
 
 
 def card_url(url: str) -> str:
-    """An agent base URL or a card URL, as the card URL."""
-    return url if url.rstrip("/").endswith((".json",)) else url.rstrip("/") + WELL_KNOWN
+    """An agent base URL or a card URL, as the card URL: the well-known path goes at the end of
+    the path, before a query string, which is kept (it may be what authorises the fetch). A
+    URL ``urlsplit`` cannot read gets the path appended, for the client to refuse."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.rstrip("/") + WELL_KNOWN
+    if parts.path.rstrip("/").endswith(".json"):
+        return url
+    return parts._replace(path=parts.path.rstrip("/") + WELL_KNOWN, fragment="").geturl()
+
+
+_TOKEN_SEPARATORS = re.compile(r"[:/@?#&=;]+")
+_LOCATION_ERROR = "Invalid URL in location header"
+
+
+def _secrets(url: str) -> list[str]:
+    """The pieces of ``url`` that may be credentials, longest first: everything between ``//``
+    and its last ``@`` (the userinfo, however the URL is mistyped) and everything after its
+    first ``?`` or ``#``, cut at URL separators (an error message quotes a piece: the "port"
+    of ``http://user:password/x@host``)."""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    userinfo = url.split("//", 1)[-1].rpartition("@")[0]
+    pieces = {userinfo, url[cut + 1 :]}
+    for text in (userinfo, url[cut + 1 :]):
+        pieces.update(_TOKEN_SEPARATORS.split(text))
+    return sorted((p for p in pieces if p), key=len, reverse=True)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    """``text`` with every piece in ``secrets`` replaced by ``***``: anywhere, or for a piece of
+    under 4 characters only where it stands alone (not inside a word or a dotted address)."""
+    for piece in secrets:
+        pattern = re.escape(piece)
+        if len(piece) < 4:
+            pattern = rf"(?<![\w.-]){pattern}(?![\w.-])"
+        text = re.sub(pattern, "***", text)
+    return text
+
+
+def _shown(value: object) -> str:
+    """A URL as printed: cleaned as the spans' URLs are (origin and path). One that is not a URL
+    otel-a2a can read is shown as given only when it cannot hold credentials, a query or a
+    fragment (no ``@``, ``?`` or ``#``), else as ``_INVALID``."""
+    cleaned = clean_url(value)
+    if cleaned == INVALID_URL and isinstance(value, str) and not re.search("[@?#]", value):
+        return value[:200]
+    return cleaned
 
 
 def _problems(
@@ -106,8 +157,8 @@ def _problems(
         if missing:
             report.errors.append("missing required v0.3 fields: " + ", ".join(missing))
         url = doc.get("url")
-        if not isinstance(url, str) or not urlsplit(url).netloc:
-            report.errors.append(f"url is not an absolute URL: {url!r}")
+        if not _absolute(url):
+            report.errors.append(f"url is not an absolute URL: {_shown(url)!r}")
     else:
         missing = [key for key in _REQUIRED_V1 if key not in doc]
         if missing:
@@ -123,8 +174,8 @@ def _problems(
             if not entry.get(key):
                 report.errors.append(f"supportedInterfaces[{i}].{key} is required")
         url = entry.get("url")
-        if isinstance(url, str) and not urlsplit(url).netloc:
-            report.errors.append(f"supportedInterfaces[{i}].url is not absolute: {url!r}")
+        if isinstance(url, str) and not _absolute(url):
+            report.errors.append(f"supportedInterfaces[{i}].url is not absolute: {_shown(url)!r}")
         binding = entry.get("protocolBinding")
         if isinstance(binding, str) and binding not in _BINDINGS and ":" not in binding:
             report.warnings.append(
@@ -147,6 +198,14 @@ def _problems(
         )
 
 
+def _absolute(url: object) -> bool:
+    """Whether ``url`` is a URL with a host (``urlsplit`` raises for some it cannot read)."""
+    try:
+        return isinstance(url, str) and bool(urlsplit(url).netloc)
+    except ValueError:
+        return False
+
+
 def check_card(url: str) -> CardReport:
     """Fetch, parse and revalidate the card; never raises for network or wire problems.
 
@@ -166,35 +225,42 @@ def check_card(url: str) -> CardReport:
     try:
         return answer.result(ABANDON_AFTER)
     except FuturesTimeout:
-        report = CardReport(card_url(url))
+        report = CardReport(_shown(card_url(url)))
         report.errors.append(
             f"fetch failed: no answer after {ABANDON_AFTER:g} s (name resolution?)"
         )
         return report
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, url: str) -> str:
     """``Type: message`` with the innermost message of the cause chain: httpx's async transport
     says "All connection attempts failed" (or nothing, for a TLS handshake cut short) where the
-    socket error underneath says what happened."""
+    socket error underneath says what happened. Pieces of ``url`` that may be credentials are
+    scrubbed (httpx quotes the part of a URL it cannot parse); a redirect's unparseable
+    ``Location``, which may hold credentials of its own, is not quoted at all."""
     message, inner, depth = str(exc), exc.__cause__ or exc.__context__, 0
+    if message.startswith(_LOCATION_ERROR):
+        return f"{type(exc).__name__}: {_LOCATION_ERROR}"
     while inner is not None and depth < 8:
         message = str(inner) or message
         inner, depth = inner.__cause__ or inner.__context__, depth + 1
-    return f"{type(exc).__name__}: {message}"
+    return f"{type(exc).__name__}: {_scrub(message, _secrets(url))}"
 
 
 async def check_card_async(url: str, client: httpx.AsyncClient | None = None) -> CardReport:
     """:func:`check_card` for a caller already in an event loop (asyncio or trio)."""
-    report = CardReport(card_url(url))
+    target = card_url(url)
+    report = CardReport(_shown(target))
     own = client is None
     http = client or httpx.AsyncClient(timeout=10.0, follow_redirects=True)
     try:
         try:
-            response, body = await _get(http, report.url)
+            response, body = await _get(http, target)
         except (*_FETCH_ERRORS, _FetchRefused) as exc:
-            report.errors.append(f"fetch failed: {_reason(exc)}")
+            report.errors.append(f"fetch failed: {_reason(exc, url)}")
             return report
+        if response.history:
+            report.redirected_to = _shown(str(response.url))
         report.status = response.status_code
         report.cache_control = response.headers.get("cache-control")
         if response.status_code != 200:
@@ -213,10 +279,10 @@ async def check_card_async(url: str, client: httpx.AsyncClient | None = None) ->
         _problems(doc, card, report, etag_header)
         if etag_header is not None:
             try:
-                again, _ = await _get(http, report.url, {"If-None-Match": etag_header})
+                again, _ = await _get(http, target, {"If-None-Match": etag_header})
             except (*_FETCH_ERRORS, _FetchRefused) as exc:
                 report.revalidation = f"failed: {type(exc).__name__}"
-                report.warnings.append(f"revalidation failed: {_reason(exc)}")
+                report.warnings.append(f"revalidation failed: {_reason(exc, url)}")
                 return report
             if again.status_code == 304:
                 report.revalidation = "304 Not Modified (If-None-Match honoured)"
@@ -233,6 +299,8 @@ async def check_card_async(url: str, client: httpx.AsyncClient | None = None) ->
 
 def render(report: CardReport) -> str:
     lines = [f"card        {report.url}  (HTTP {report.status})"]
+    if report.redirected_to is not None:
+        lines.append(f"redirected  to {report.redirected_to}")
     card = report.card
     if card is not None:
         lines += [
@@ -250,7 +318,10 @@ def render(report: CardReport) -> str:
                 else "none declared"
             ),
             "interfaces",
-            *(f"  {i.binding:<10} {i.protocol_version or '?':<5} {i.url}" for i in card.interfaces),
+            *(
+                f"  {i.binding:<10} {i.protocol_version or '?':<5} {_shown(i.url)}"
+                for i in card.interfaces
+            ),
         ]
     lines += [f"ERROR       {e}" for e in report.errors]
     lines += [f"warning     {w}" for w in report.warnings]

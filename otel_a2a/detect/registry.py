@@ -12,46 +12,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit
 
 from otel_a2a.protocol.card import valid_seconds
 from otel_a2a.protocol.classify import CARD_SUFFIXES
 from otel_a2a.protocol.model import CardInfo
+from otel_a2a.protocol.urls import DEFAULT_PORTS, INVALID_URL, split_url
 
 DEFAULT_HEARTBEAT = 30.0
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-
-
-def _split(url: str) -> tuple[str, str, str] | None:
-    """(origin, host[:port] without default port, path) of an absolute URL, or None.
-
-    Lowercase scheme and host, no credentials, no query or fragment.
-    """
-    try:
-        parts: SplitResult = urlsplit(url.strip())
-        host = parts.hostname
-        port = parts.port
-    except (ValueError, AttributeError):
-        return None
-    scheme = parts.scheme.lower()
-    if not scheme or not host:
-        return None
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    hostport = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
-    return f"{scheme}://{hostport}", hostport, parts.path
-
-
-def origin(url: str) -> str:
-    """``scheme://host[:port]`` of ``url`` (lowercase, no credentials, default port dropped).
-
-    A string that is not an absolute URL is returned stripped of query and fragment, so an
-    odd input still yields a stable key instead of an error.
-    """
-    split = _split(url)
-    if split is not None:
-        return split[0]
-    return url.split("?", 1)[0].split("#", 1)[0][:256]
 
 
 def _path_prefix(path: str) -> str:
@@ -73,13 +40,13 @@ def _override_keys(url: str) -> list[str]:
     """The ``OTEL_A2A_HEARTBEAT_OVERRIDES`` keys that name ``url``'s host, most specific first:
     ``host:port`` (a default port written out too: ``agent.test:443`` names
     ``https://agent.test``), then ``host``."""
-    split = _split(url)
+    split = split_url(url)
     if split is None:
         return []
     origin_url, hostport, _path = split
     if ":" in hostport.rsplit("]", 1)[-1]:  # an explicit, non-default port
         return [hostport, hostport.rsplit(":", 1)[0]]
-    port = _DEFAULT_PORTS.get(origin_url.split("://", 1)[0])
+    port = DEFAULT_PORTS.get(origin_url.split("://", 1)[0])
     return [f"{hostport}:{port}", hostport] if port is not None else [hostport]
 
 
@@ -141,9 +108,9 @@ class CardRegistry:
         before the well-known card path when there is one (``http://gw/agents/a`` for
         ``http://gw/agents/a/.well-known/agent-card.json``): a gateway serving several agents
         on one origin serves several cards, and each is its own agent with its own etag."""
-        split = _split(card_url)
+        split = split_url(card_url)
         if split is None:
-            return origin(card_url)
+            return INVALID_URL
         card_origin, _hostport, path = split
         for suffix in CARD_SUFFIXES:
             if path.endswith(suffix):
@@ -156,9 +123,9 @@ class CardRegistry:
         The agent whose declared interface URL is the longest (segment-wise) prefix of
         ``url``, else the request's origin.
         """
-        split = _split(url)
+        split = split_url(url)
         if split is None:
-            return origin(url)
+            return INVALID_URL  # never what it was given: it may hold a password
         req_origin, _hostport, path = split
         routes = self._routes.get(req_origin)
         if routes:
@@ -236,11 +203,11 @@ class CardRegistry:
         """The new card's routes first, then the old ones it no longer declares: a request
         routed meanwhile (reads take no lock) never finds its agent's prefix missing."""
         owned: list[tuple[str, str]] = []
-        split = _split(agent)
+        split = split_url(agent)
         if split is not None and split[2]:  # served under a base path: what is under it is ours
             owned.append((split[0], _path_prefix(split[2])))
         for iface in card.interfaces:
-            split = _split(iface.url) if isinstance(iface.url, str) else None
+            split = split_url(iface.url) if isinstance(iface.url, str) else None
             if split is None:
                 continue
             key = (split[0], _path_prefix(split[2]))

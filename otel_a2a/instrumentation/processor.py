@@ -31,6 +31,7 @@ from otel_a2a.instrumentation.collection import (
     uncounted_pending,
 )
 from otel_a2a.protocol import (
+    MAX_ID_LEN,
     Binding,
     Operation,
     StateReading,
@@ -113,7 +114,7 @@ _set_aside: deque[tuple[str, dict[str, object], float]] = deque()
 
 
 def _put_aside(task_id: str, attrs: Mapping[str, object]) -> None:
-    if len(_set_aside) >= _MAX_SET_ASIDE or len(task_id) > _MAX_ASIDE_TEXT:
+    if len(_set_aside) >= _MAX_SET_ASIDE:
         count_later("set_aside_overflow")
         return
     kept: dict[str, object] = {}
@@ -179,7 +180,8 @@ class DivergenceSpanProcessor(SpanProcessor):
             observe_set_aside(rt)
         try:
             task_id = attrs.get(sc.TASK_ID)
-            if not isinstance(task_id, str):
+            # an overlong id (see ``on_end``, which counts it) is not judged
+            if not isinstance(task_id, str) or len(task_id) > MAX_ID_LEN:
                 return
             agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
             live = assumes_live(attrs.get(sc.ASSUMED_STATE))
@@ -199,6 +201,11 @@ class DivergenceSpanProcessor(SpanProcessor):
             return
         task_id = attrs.get(sc.TASK_ID)
         if not isinstance(task_id, str):
+            return
+        if len(task_id) > MAX_ID_LEN:
+            # the wire path's bound: no foreign span makes the ledger keep a megabyte per task
+            # (``error`` defers the count inside a collection)
+            rt.error("task_id_too_long")
             return
         if collecting_here():  # no lock, no metric here: see ``_set_aside``
             _put_aside(task_id, attrs)

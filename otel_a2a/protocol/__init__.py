@@ -4,6 +4,7 @@ No OpenTelemetry here: classify requests, extract task facts from bodies and SSE
 Agent Cards. Nothing in this package raises on wire input.
 """
 
+from otel_a2a.protocol._util import MAX_ID_LEN
 from otel_a2a.protocol.card import (
     HEARTBEAT_EXTENSION_URI,
     cache_max_age,
@@ -42,6 +43,7 @@ from otel_a2a.protocol.timestamps import parse_timestamp
 
 __all__ = [
     "HEARTBEAT_EXTENSION_URI",
+    "MAX_ID_LEN",
     "A2AError",
     "A2ARequest",
     "Binding",

@@ -117,9 +117,10 @@ _MAX_RAW = 64  # longest legitimate spelling is 26 characters; bound what spans 
 def _map(raw: object) -> TaskState | None:
     """The state ``raw`` spells, or None when it spells nothing."""
     if isinstance(raw, str):
-        if len(raw) > _MAX_RAW:
+        key = raw.strip()  # as the seed's ``TaskState(raw.strip().lower())`` does
+        if len(key) > _MAX_RAW:
             return None
-        key = raw.lower()
+        key = key.lower()
         if key.startswith("task_state_"):
             key = key[11:]
         return _BY_NAME.get(key.replace("_", "-"))
@@ -131,9 +132,12 @@ def _map(raw: object) -> TaskState | None:
 def normalize_task_state(raw: object) -> TaskState:
     """Map any wire spelling (v1.0, v0.3 kebab, v0.3 proto, enum number) to the canonical state.
 
-    Lowercase, strip ``task_state_``, ``_`` to ``-``, ``cancelled`` to ``canceled``,
-    ``unspecified`` to ``unknown``; integers 0-8 are v1.0 enum numbers. Anything else is
-    ``UNKNOWN``: a state that cannot be read is never guessed.
+    Strip surrounding whitespace, lowercase, strip ``task_state_``, ``_`` to ``-``,
+    ``cancelled`` to ``canceled``, ``unspecified`` to ``unknown``; integers 0-8 are v1.0 enum
+    numbers. So every string the seed's ``TaskState(raw.strip().lower())`` accepts maps as it
+    did there. Anything else is ``UNKNOWN``: a state that cannot be read is never guessed.
+    Whether a spelling was exact is ``read_state``'s business: ``" Working"`` maps here, and
+    on the wire it is a ``non_canonical_state``.
     """
     state = _map(raw)
     return TaskState.UNKNOWN if state is None else state

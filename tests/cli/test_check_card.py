@@ -18,9 +18,10 @@ import anyio
 import pytest
 
 from otel_a2a import check_card as check_card_module
-from otel_a2a.check_card import CardReport, check_card, check_card_async, render
+from otel_a2a.check_card import CardReport, card_url, check_card, check_card_async, render
 from otel_a2a.cli import main
 from tests.support.misbehaving import CARD, ETAG
+from tests.support.planted import CARD_PATH, RPC_PATH, SECRET, PlantedAgent, planted_agent
 
 
 @pytest.mark.parametrize("peer", ["python_peer", "node_peer"])
@@ -111,6 +112,81 @@ def card_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def agent() -> Iterator[PlantedAgent]:
+    with planted_agent() as planted:
+        yield planted
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://a.test", "http://a.test/.well-known/agent-card.json"),
+        ("http://a.test/base/?token=t#f", "http://a.test/base/.well-known/agent-card.json?token=t"),
+        ("http://a.test/card.json?token=t", "http://a.test/card.json?token=t"),
+        ("http://[::1", "http://[::1/.well-known/agent-card.json"),  # for httpx to refuse
+    ],
+)
+def test_the_well_known_path_goes_into_the_path_before_the_query(url: str, expected: str) -> None:
+    assert card_url(url) == expected
+
+
+def test_the_query_is_sent_and_never_printed(
+    agent: PlantedAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The query may be what authorises the fetch: it is sent, after the well-known path;
+    neither it nor the credentials of the argument or of the card's interface URLs are
+    printed, and interface URLs are shown as the spans record them."""
+    hostport = agent.base.split("://", 1)[1]
+    assert main(["check-card", f"http://alice:{SECRET}@{hostport}/?token={SECRET}#{SECRET}"]) == 1
+    out = capsys.readouterr().out
+    assert SECRET not in out, out
+    assert f"card        {agent.base}{CARD_PATH}  (HTTP 200)" in out
+    assert f"JSONRPC    1.0   {agent.base}{RPC_PATH}\n" in out  # credentials, query dropped
+    assert "supportedInterfaces[2].url is not absolute: '_INVALID'" in out
+    assert "HTTP+JSON  1.0   _INVALID" in out  # port out of range: cannot be read safely
+    assert [target for _, target, _ in agent.received] == [f"{CARD_PATH}?token={SECRET}"] * 2
+    assert agent.received[0][2]["Authorization"].startswith("Basic ")  # the userinfo, sent
+
+
+def test_a_redirect_is_shown_without_its_credentials(agent: PlantedAgent) -> None:
+    report = check_card(agent.base + "/redirect")
+    text = render(report)
+    assert report.card is not None, text
+    assert SECRET not in text, text
+    assert f"redirected  to {agent.base}{CARD_PATH}\n" in text
+    assert any(SECRET in target for _, target, _ in agent.received)  # the Location was followed
+
+
+def test_an_unparseable_redirect_is_not_quoted(agent: PlantedAgent) -> None:
+    report = check_card(agent.base + "/bad-redirect")
+    assert report.exit_code == 2
+    assert report.errors == ["fetch failed: RemoteProtocolError: Invalid URL in location header"]
+
+
+NOT_A_PORT = "fetch failed: InvalidURL: invalid literal for int() with base 10: "
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        # httpx reads the password as the port, and quotes it
+        (f"http://alice:{SECRET}/x@127.0.0.1:9/", f"{NOT_A_PORT}'***'"),
+        (f"http://u:p?{SECRET}@127.0.0.1:9/", f"{NOT_A_PORT}'***'"),
+        (f"http://alice:{SECRET}@[::1/", f"{NOT_A_PORT}':1'"),
+        (f"http://alice:{SECRET}@127.0.0.1:9/?k={SECRET}", "fetch failed: ConnectError: "),
+    ],
+)
+def test_an_argument_nobody_can_fetch_is_reported_without_its_credentials(
+    url: str, says: str
+) -> None:
+    report = check_card(url)
+    text = render(report)
+    assert report.exit_code == 2
+    assert report.errors[0].startswith(says), report.errors
+    assert SECRET not in text, text
 
 
 def test_problems_are_reported(card_server: str) -> None:

@@ -7,24 +7,10 @@ import threading
 
 import pytest
 
-from otel_a2a.detect.registry import CardRegistry, origin
+from otel_a2a.detect.registry import CardRegistry
+from otel_a2a.protocol.urls import INVALID_URL
 
 from .helpers import make_card
-
-
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("http://Worker:9001/a2a/v1?x=1#f", "http://worker:9001"),
-        ("HTTPS://user:pw@Example.COM:443/x", "https://example.com"),
-        ("http://example.com:80/", "http://example.com"),
-        ("http://[::1]:8080/a", "http://[::1]:8080"),
-        ("not a url?q=secret", "not a url"),
-        ("", ""),
-    ],
-)
-def test_origin(url: str, expected: str) -> None:
-    assert origin(url) == expected
 
 
 def test_agent_for_url_longest_interface_prefix_else_origin() -> None:
@@ -40,6 +26,13 @@ def test_agent_for_url_longest_interface_prefix_else_origin() -> None:
     assert reg.agent_for_url("http://gw:8080/a2a") == "http://other:1"
     assert reg.agent_for_url("http://u:p@gw:8080/elsewhere?q=1") == "http://gw:8080"
     assert reg.agent_for_url("http://unknown:7/x") == "http://unknown:7"
+    assert reg.agent_for_url("http://u:p@gw:99999/a2a/worker") == INVALID_URL
+
+
+def test_an_unreadable_card_url_is_one_invalid_agent() -> None:
+    assert CardRegistry.agent_key("http://u:p@[::1/.well-known/agent-card.json") == INVALID_URL
+    card_url = "http://U:p@GW/a/.well-known/agent-card.json?k=1"
+    assert CardRegistry.agent_key(card_url) == "http://gw/a"
 
 
 def test_interfaces_move_when_the_card_changes() -> None:

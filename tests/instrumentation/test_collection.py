@@ -261,7 +261,7 @@ def test_the_next_a2a_request_observes_what_was_set_aside(
     with agent.client() as client:
         agent.rpc(client, "GetTask", {"id": "t1"})
     assert rt.detector.ledger.get("tR") is not None
-    assert otel.total("a2a.instrumentation.errors", error__type="set_aside_overflow") == 1
+    assert otel.total("a2a.instrumentation.errors", error__type="task_id_too_long") == 1
 
 
 def test_a_response_a_finaliser_reads_during_a_collection_is_not_observed(

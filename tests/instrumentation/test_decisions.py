@@ -268,6 +268,38 @@ def test_processor_judges_foreign_spellings_only_as_far_as_the_span_says(
     assert found == [(reason, "unknown") for reason in reasons]
 
 
+def test_processor_neither_judges_nor_tracks_an_overlong_task_id(otel: Harness) -> None:
+    """Ids read off foreign spans have the wire path's bound (1,024 characters): observations
+    and decisions with longer ids (up to 1 MiB) leave the ledger as it was, each span counted
+    once; an id at the bound is kept and judged."""
+    from otel_a2a.instrumentation import runtime
+    from otel_a2a.protocol import MAX_ID_LEN
+
+    rt = runtime.current()
+    assert rt is not None
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    for i, length in enumerate((MAX_ID_LEN + 1, 4096, 1 << 20)):
+        huge = f"{i}".ljust(length, "x")
+        with tracer.start_as_current_span("server", attributes={"a2a.task.id": huge}) as span:
+            span.set_attribute("a2a.task.state", "working")
+        decision = {"a2a.liveness.decision": True, "a2a.task.id": huge}
+        with tracer.start_as_current_span("wait_on_task", attributes=decision):
+            pass
+    assert len(rt.detector.ledger) == 0
+    assert otel.total("a2a.liveness.decisions") == 0
+    assert otel.total("a2a.instrumentation.errors", error__type="task_id_too_long") == 6
+    at_bound = "y" * MAX_ID_LEN
+    with tracer.start_as_current_span(
+        "server", attributes={"a2a.task.id": at_bound, "a2a.task.state": "working"}
+    ):
+        pass
+    decision = {"a2a.liveness.decision": True, "a2a.task.id": at_bound}
+    with tracer.start_as_current_span("wait_on_task", attributes=decision):
+        pass
+    assert rt.detector.ledger.get(at_bound) is not None
+    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+
+
 def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harness) -> None:
     """The docstring says to add it; otel-a2a adds its own as well: one span, one verdict."""
     otel.tracer_provider.add_span_processor(DivergenceSpanProcessor())

@@ -83,6 +83,57 @@ def test_canonical_values_are_fixed_points(value: str) -> None:
     assert normalize_task_state(value).value == value
 
 
+# The seed's vocabulary: its ``normalize_task_state`` was ``TaskState(raw.strip().lower())``
+SEED_VALUES = (
+    "submitted",
+    "working",
+    "input-required",
+    "auth-required",
+    "completed",
+    "failed",
+    "canceled",
+    "rejected",
+    "unknown",
+)
+_WHITESPACE = st.text(st.characters(categories=["Zs", "Zl", "Zp", "Cc"]).filter(str.isspace))
+
+
+@st.composite
+def seed_spellings(draw: st.DrawFn) -> str:
+    """A seed value in any case, per character, with any whitespace around it."""
+    value = draw(st.sampled_from(SEED_VALUES))
+    upper = draw(st.lists(st.booleans(), min_size=len(value), max_size=len(value)))
+    cased = "".join(c.upper() if u else c for c, u in zip(value, upper, strict=True))
+    return draw(_WHITESPACE) + cased + draw(_WHITESPACE)
+
+
+@settings(max_examples=500)
+@given(seed_spellings())
+def test_every_spelling_the_seed_accepts_maps_as_it_did(raw: str) -> None:
+    assert normalize_task_state(raw) is TaskState(raw.strip().lower())
+
+
+@pytest.mark.parametrize(
+    "raw", [" WORKING\n", "Input-Required", "\tcompleted ", "CANCELED", " " * 100 + "failed"]
+)
+def test_seed_spellings(raw: str) -> None:
+    assert normalize_task_state(raw) is TaskState(raw.strip().lower())
+
+
+@settings(max_examples=300)
+@given(seed_spellings(), st.sampled_from(["0.3", "1.0"]), st.sampled_from(list(Binding)))
+def test_on_the_wire_such_spellings_map_and_stay_inexact(
+    raw: str, version: str, binding: Binding
+) -> None:
+    """The observation side is unchanged: a spelling maps as normalisation says, and only
+    the exact spellings of the version and binding are exact (v0.3 JSON-RPC: lowercase kebab
+    as is), so any other case or whitespace is a ``non_canonical_state``."""
+    reading = read_state(raw, version, binding)
+    assert reading.mapped and reading.state is normalize_task_state(raw)
+    exact_v03 = version == "0.3" and binding is not Binding.GRPC and raw in SEED_VALUES
+    assert reading.exact is exact_v03
+
+
 V1, V03 = "1.0", "0.3"
 J, R, G = Binding.JSONRPC, Binding.HTTP_JSON, Binding.GRPC
 
