@@ -40,6 +40,7 @@ def _ledger() -> list[Row]:
 
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
+        bench_detector,
         bench_incident,
         bench_instructions,
         bench_large_body,
@@ -56,6 +57,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("startup", bench_startup.run),
         ("ledger", _ledger),
         ("incident", bench_incident.run),
+        ("detector", bench_detector.run),
     ]
 
 

@@ -6,7 +6,8 @@
     otel-a2a check-card URL
     otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
     otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
-                      [--grace S] [--max-tasks N] [--max-body-bytes N]
+                      [--grace S] [--max-tasks N] [--max-body-bytes N] [--body-timeout S]
+                      [--backlog N]
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
 parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.
@@ -181,6 +182,8 @@ def _run_detector(args: argparse.Namespace) -> int:
         dump_path=args.dump,
         as_json=args.json,
         max_body=args.max_body_bytes,
+        body_timeout=args.body_timeout,
+        backlog=args.backlog,
         correlator=Correlator(max_tasks=args.max_tasks, grace=args.grace),
     )
 
@@ -210,6 +213,20 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=_count,
         default=16 * 1024 * 1024,
         help="largest accepted request body, after decompression (default 16 MiB)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=_positive,
+        default=30.0,
+        help="seconds a request has, from its first byte, to arrive whole (head and body); "
+        "answered 408 after (default 30)",
+    )
+    p.add_argument(
+        "--backlog",
+        type=_count,
+        default=1024,
+        help="connections the system queues before they are accepted (default 1024, capped "
+        "by net.core.somaxconn)",
     )
     _add_correlation_options(p)
     p.set_defaults(handler=_run_detector)

@@ -1,455 +1,430 @@
 """``otel-a2a detector``: a live OTLP/HTTP trace receiver running the cross-runtime analysis.
 
-``POST /v1/traces`` with ``application/json`` (OTLP JSON) or ``application/x-protobuf``
-(``ExportTraceServiceRequest``, turned into the same JSON form with ``MessageToDict``), gzip
-allowed. Bodies are bounded (413 beyond ``max_body``), malformed ones answered 400, and nothing
-a client sends can stop the server. Findings are handed to a callback as they happen and
-counted on the ``a2a.divergence`` counter (metric contract) of a private SDK meter provider, served
-for Prometheus when a metrics port is given. ``--dump`` appends every accepted request as one
-OTLP JSON line, the collector file exporter's format, for ``otel-a2a analyze``.
+``POST /v1/traces`` (OTLP JSON or protobuf, gzip allowed, with a Content-Length or chunked as
+the OpenTelemetry JS exporter sends) goes to a :class:`~otel_a2a.analyze.live.LiveAnalyzer`.
+Nothing a client sends can stop the server or grow its memory without bound:
+
+- HTTP/1.1 (framing, chunked decoding, keep-alive, Content-Length checks) is h11's, driven by
+  asyncio streams that read at most ``READ_SIZE`` bytes at a time: a chunk of any declared
+  size reaches the receiver as pieces of at most that size, each checked against
+  ``max_body`` before the next read, and h11 refuses a request head over ``MAX_HEAD``;
+- a declared Content-Length over ``max_body`` is answered 413 before the body is read;
+- bodies held at once (received, or waiting for the decoder) are bounded by a byte budget of
+  ``MAX_BODIES_IN_HAND * max_body`` that counts bytes as they arrive, so a client announcing
+  a large body and trickling it holds only what it sent; a request that waits ``busy_wait``
+  seconds for room is answered 503;
+- a request has ``body_timeout`` seconds from its first byte to arrive whole (head and body),
+  else 408: a deadline for the whole body, not per read, so a client dripping a byte now and
+  then is cut off too; an idle keep-alive connection is closed after ``KEEP_ALIVE_TIMEOUT``;
+- 413 and 503 carry ``Retry-After``; every refusal closes the connection after the answer,
+  reading and dropping what the client still sends for up to ``LINGER`` seconds so that it
+  reads the answer instead of a reset;
+- the listen backlog (``backlog``, default 1024) queues a burst of connections that the
+  standard library's 5 would have reset.
+
+Why h11 on asyncio rather than uvicorn: h11 is already installed with httpx (httpcore needs
+it) and is sans-IO, so the receiver decides how much it reads before anything is buffered and
+sees each request's head before its body; uvicorn would be one more runtime dependency and
+still need all of the above in the application (its ``limit_concurrency`` answers 503 without
+``Retry-After`` and counts connections, not bytes; it has no deadline for a body).
+
+Inflating, decoding and analysing are CPU work and run on one decoder thread (one body at a
+time: a 16 MiB protobuf body takes about 0.5 GB while decoded), reporting findings on a
+reporter thread (a stdout nobody reads stalls the requests that found something, never the
+event loop or the analysis of other requests); a request is answered after its findings are
+reported. ``stop`` is graceful: the listener closes, idle connections are closed, requests in
+flight get ``SHUTDOWN_GRACE`` seconds to be answered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
-import re
 import socket
 import threading
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from email.utils import formatdate
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import IO, Any
 
-from otel_a2a import semconv as sc
+import h11
+
 from otel_a2a.analyze.correlate import Correlator
+from otel_a2a.analyze.live import (
+    PROTOBUF,
+    BadRequest,
+    LiveAnalyzer,
+    TooLarge,
+    Unsupported,
+    content_kind,
+    decode_body,
+    inflate,
+)
 from otel_a2a.analyze.model import Finding
-from otel_a2a.analyze.otlp import normalize_id, parse_request
-from otel_a2a.protocol import Operation
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a.detector")
-# ``a2a.operation`` values the detector's metric may carry; anything else is ``_OTHER``
-_OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_UNKNOWN})
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-MAX_BODIES_IN_HAND = 8  # bodies of the largest size held at once (read, or waiting to decode)
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_BACKLOG = 1024
+DEFAULT_BUSY_WAIT = 10.0
+MAX_BODIES_IN_HAND = 8  # bodies of the largest size held at once (received, or to decode)
+READ_SIZE = 64 * 1024  # the most one read takes from a socket
+MAX_HEAD = 64 * 1024  # request line and headers
+KEEP_ALIVE_TIMEOUT = 30.0  # seconds an idle connection waits for its next request
+LINGER = 5.0  # seconds a refused body is read and dropped after the answer
+SHUTDOWN_GRACE = 5.0  # seconds requests in flight have to be answered on stop
+RETRY_AFTER = ("Retry-After", "1")
+_SERVER = "otel-a2a-detector/" + __version__
+Headers = Sequence[tuple[str, str]]
 
 
-class _Malformed(ValueError):
-    """A chunked body that breaks the framing."""
+class ByteBudget:
+    """Bytes of request bodies held at once, across connections, taken as they arrive.
 
-
-class _ByteBudget:
-    """Bytes of request bodies held at once, across connections (which are not bounded)."""
+    Used on the receiver's event loop only; ``held`` and ``peak`` (the most held at once) are
+    plain integers other threads may read."""
 
     def __init__(self, total: int) -> None:
-        self.free = total
-        self._cond = threading.Condition()
+        self.total = total
+        self.held = 0
+        self.peak = 0
+        self._room = asyncio.Event()  # set (and replaced) whenever bytes are released
 
-    def reserve(self, size: int, timeout: float) -> bool:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.free >= size, timeout):
-                return False
-            self.free -= size
-            return True
+    async def take(self, size: int, timeout: float) -> bool:
+        """Room for ``size`` more bytes, waiting up to ``timeout`` seconds for it."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self.held + size > self.total:
+                    await self._room.wait()
+        except TimeoutError:
+            return False
+        self.held += size
+        self.peak = max(self.peak, self.held)
+        return True
 
     def release(self, size: int) -> None:
         if size:
-            with self._cond:
-                self.free += size
-                self._cond.notify_all()
+            self.held -= size
+            self._room.set()
+            self._room = asyncio.Event()
 
 
-def _length(text: str | None) -> int | None:
-    """A Content-Length value, or None (``str.isdigit`` accepts ``²``, which ``int`` does not)."""
-    text = (text or "").strip()
-    return int(text) if text.isascii() and text.isdigit() else None
+class _Refusal(Exception):
+    """A request answered with an error, after which the connection closes."""
+
+    def __init__(self, status: HTTPStatus, message: str, headers: Headers = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers
 
 
-class BadRequest(ValueError):
-    """The body is not an OTLP trace export request."""
+def _too_large(limit: int) -> _Refusal:
+    return _Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes", [RETRY_AFTER])
 
 
-def _hex_ids(doc: dict[str, Any]) -> dict[str, Any]:
-    """``MessageToDict`` writes bytes ids in base64; OTLP JSON (and the file exporter) in hex."""
-    for rs in doc.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for owner in (span, *span.get("links", [])):
-                    for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
-                        if key in owner:
-                            owner[key] = normalize_id(owner[key], size)
-    return doc
-
-
-def decode_body(body: bytes, content_type: str) -> dict[str, Any]:
-    """The OTLP JSON form of an export request body; raises :class:`BadRequest`."""
-    kind = content_type.split(";", 1)[0].strip().lower()
-    if kind == "application/json":
-        try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            raise BadRequest(f"invalid JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise BadRequest("an ExportTraceServiceRequest JSON object is required")
-        return doc
-    if kind == "application/x-protobuf":
-        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped, unused-ignore]
-        from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        try:
-            message = ExportTraceServiceRequest.FromString(body)
-        except (DecodeError, RecursionError, ValueError) as exc:
-            raise BadRequest(f"invalid protobuf: {exc}") from None
-        return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
-    raise BadRequest(f"unsupported content type {kind!r}")
-
-
-class Detector:
-    """The analysis behind the receiver: thread-safe, findings to ``on_finding`` and a metric."""
+class _Connection:
+    """One client connection: requests read through h11, each answered before the next."""
 
     def __init__(
-        self,
-        correlator: Correlator,
-        on_finding: Callable[[Finding], None] | None = None,
-        *,
-        dump: IO[str] | None = None,
-        metrics_port: int | None = None,
-        metrics_host: str = "127.0.0.1",
+        self, receiver: Receiver, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        from opentelemetry.sdk.metrics import MeterProvider
+        self._receiver = receiver
+        self._reader = reader
+        self._writer = writer
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self._loop = asyncio.get_running_loop()
+        self._deadline = 0.0  # loop time by which the request in hand must have arrived
+        self._held = 0  # bytes of the budget this connection's request holds
+        self._head_only = False  # a HEAD request: the answer has no body
+        self.idle = True  # waiting for a request's first byte: nothing is lost by closing
 
-        self.correlator = correlator
-        self.requests = 0
-        self._on_finding = on_finding
-        self._dump = dump
-        self._lock = threading.Lock()
-        self._labels = sc.AgentLabels()
-        self._metrics_server: Any = None
-        self.metrics_port: int | None = None
-        readers = []
-        if metrics_port is not None:
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from prometheus_client import CollectorRegistry, start_http_server
+    async def run(self) -> None:
+        try:
+            while await self._cycle():
+                pass
+        except OSError as exc:  # the peer went away
+            _log.debug("connection lost: %s", exc)
+        except Exception:  # never let one connection take the receiver down
+            _log.exception("connection failed")
+        finally:
+            self._release()
+            self._writer.close()
 
-            registry = CollectorRegistry()
-            readers.append(PrometheusMetricReader(registry=registry))
-            server, _thread = start_http_server(metrics_port, addr=metrics_host, registry=registry)
-            self._metrics_server = server
-            self.metrics_port = int(server.server_port)
-        self._provider = MeterProvider(metric_readers=readers)
-        self._counter = self._provider.get_meter(sc.SCOPE, __version__).create_counter(
-            sc.M_DIVERGENCE,
-            unit="{divergence}",
-            description="Divergent liveness decisions and observations, by reason",
+    def _release(self) -> None:
+        self._receiver.budget.release(self._held)
+        self._held = 0
+
+    async def _cycle(self) -> bool:
+        """Read one request and answer it; whether the connection may serve another."""
+        try:
+            request = await self._request()
+            if request is None:
+                return False
+            kind, gzipped = self._check(request)
+            if self._h11.they_are_waiting_for_100_continue:
+                continue_ = h11.InformationalResponse(status_code=100, headers=[])
+                await self._write(self._h11.send(continue_))
+            async with asyncio.timeout_at(self._deadline):
+                body = await self._body()
+        except TimeoutError:
+            await self._refuse(HTTPStatus.REQUEST_TIMEOUT, "request not received in time")
+            return False
+        except h11.RemoteProtocolError as exc:
+            await self._refuse(HTTPStatus(exc.error_status_hint), str(exc))
+            return False
+        except _Refusal as refusal:
+            await self._refuse(refusal.status, str(refusal), refusal.headers)
+            return False
+        analysis = self._loop.run_in_executor(
+            self._receiver._decoder, self._receiver._analyse, body, kind, gzipped
         )
+        del body  # held by the decoder until it is done, not by this connection's refusal
+        try:
+            reported = await analysis
+        except TooLarge as exc:
+            await self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc), [RETRY_AFTER])
+            return False
+        except BadRequest as exc:  # the content type and encoding were checked with the head
+            await self._refuse(HTTPStatus.BAD_REQUEST, str(exc))
+            return False
+        except Exception as exc:
+            _log.exception("request failed")
+            await self._refuse(HTTPStatus.INTERNAL_SERVER_ERROR, type(exc).__name__)
+            return False
+        finally:
+            self._release()
+        if reported is not None:  # before the answer: a client that has it sees them reported
+            await asyncio.wrap_future(reported)
+        if kind == PROTOBUF:
+            await self._respond(HTTPStatus.OK, b"", PROTOBUF)  # an empty response message
+        else:
+            await self._respond(HTTPStatus.OK, b"{}", "application/json")
+        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
+            self._h11.start_next_cycle()
+            return True
+        return False
 
-    def ingest(self, doc: dict[str, Any], *, report: bool = True) -> list[Finding]:
-        """Analyse one export request (OTLP JSON form); never raises on its content. The
-        findings go to ``on_finding`` now, or with ``report=False`` when the caller calls
-        :meth:`report` (the receiver: after answering, outside its locks)."""
-        batch = parse_request(doc)
-        with self._lock:
-            self.requests += 1
-            if self._dump is not None:
-                self._dump.write(json.dumps(doc, separators=(",", ":")) + "\n")
-                self._dump.flush()
-            findings = self.correlator.feed(batch)
-            for finding in findings:
-                attrs = {sc.DIVERGENCE_REASON: finding.reason.value}
-                b = finding.b
-                operation = b.operation or b.span_name.removeprefix("A2A ").strip()
-                if operation:  # from foreign spans: capped like agent names
-                    attrs[sc.OPERATION] = operation if operation in _OPERATIONS else sc.OTHER
-                if b.agent_name:
-                    attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
-                self._counter.add(1, attrs)
-        if report:
-            self.report(findings)
-        return findings
+    async def _event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        """The next h11 event, reading (at most ``READ_SIZE`` at a time) until there is one
+        (never ``NEED_DATA``)."""
+        while (event := self._h11.next_event()) is h11.NEED_DATA:
+            self._h11.receive_data(await self._reader.read(READ_SIZE))
+        return event
 
-    def report(self, findings: list[Finding]) -> None:
-        """Hand findings to ``on_finding``, outside every lock: a stdout nobody reads blocks
-        the request that found them, not every other one."""
-        on_finding = self._on_finding
-        if on_finding is None:
-            return
-        for finding in findings:
+    async def _request(self) -> h11.Request | None:
+        """The next request's head; None when the peer closed, idled out between requests,
+        or the receiver is stopping."""
+        if self._receiver.closing:
+            return None
+        self.idle = True
+        if not self._h11.trailing_data[0]:  # no pipelined request already in hand
             try:
-                on_finding(finding)
-            except Exception:
-                _log.exception("finding callback failed")
+                async with asyncio.timeout(KEEP_ALIVE_TIMEOUT):
+                    data = await self._reader.read(READ_SIZE)
+            except TimeoutError:
+                return None
+            self._h11.receive_data(data)
+        self.idle = False
+        self._deadline = self._loop.time() + self._receiver.body_timeout
+        async with asyncio.timeout_at(self._deadline):
+            event = await self._event()
+        if isinstance(event, h11.Request):
+            self._head_only = event.method == b"HEAD"
+            return event
+        return None  # ConnectionClosed
 
-    def close(self) -> None:
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
-            self._metrics_server = None
-        self._provider.shutdown()
+    def _check(self, request: h11.Request) -> tuple[str, bool]:
+        """What the head says of the body (its content type, whether gzipped); a
+        :class:`_Refusal` for what can be refused before reading it."""
+        receiver = self._receiver
+        if request.target.split(b"?", 1)[0] != TRACES_PATH.encode():
+            raise _Refusal(HTTPStatus.NOT_FOUND, "POST OTLP traces to /v1/traces")
+        if request.method != b"POST":
+            raise _Refusal(
+                HTTPStatus.METHOD_NOT_ALLOWED, "POST OTLP traces to /v1/traces", [("Allow", "POST")]
+            )
+        headers = {name: value.decode("latin-1") for name, value in request.headers}
+        length = headers.get(b"content-length")
+        if b"transfer-encoding" in headers:  # chunked (h11 refuses any other): it frames the body
+            length = None
+        elif length is None:
+            raise _Refusal(HTTPStatus.LENGTH_REQUIRED, "Content-Length or chunked body required")
+        if length is not None and int(length) > receiver.max_body:  # h11 checked the digits
+            raise _too_large(receiver.max_body)
+        encoding = headers.get(b"content-encoding", "identity").strip().lower()
+        if encoding not in ("identity", "gzip"):
+            raise _Refusal(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"unsupported encoding {encoding!r}")
+        try:
+            kind = content_kind(headers.get(b"content-type", ""))
+        except Unsupported as exc:
+            raise _Refusal(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, str(exc)) from None
+        return kind, encoding == "gzip"
 
+    async def _body(self) -> bytearray:
+        """The request body, each piece counted against ``max_body`` and taken from the
+        budget before the next read."""
+        receiver = self._receiver
+        body = bytearray()
+        while True:
+            event = await self._event()
+            if isinstance(event, h11.EndOfMessage):
+                return body
+            if not isinstance(event, h11.Data):
+                raise h11.RemoteProtocolError("unexpected end of request")
+            if len(body) + len(event.data) > receiver.max_body:
+                raise _too_large(receiver.max_body)
+            if not await receiver.budget.take(len(event.data), receiver.busy_wait):
+                raise _Refusal(HTTPStatus.SERVICE_UNAVAILABLE, "busy, retry later", [RETRY_AFTER])
+            self._held += len(event.data)
+            body += event.data
 
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-    protocol_version = "HTTP/1.1"
-    timeout = 30  # a stalled client releases its thread
-    server_version = "otel-a2a-detector/" + __version__
-    _consumed = False  # whether this request's body was read (else drained before answering)
-    _reserved = 0  # bytes of the budget this request holds
+    async def _write(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
 
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s " + format, self.address_string(), *args)
-
-    def _reply(
+    async def _respond(
         self,
         status: HTTPStatus,
         body: bytes,
         content_type: str,
-        headers: dict[str, str] | None = None,
+        headers: Headers = (),
+        close: bool = False,
     ) -> None:
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        if self.close_connection:  # tell the client, or it reuses a socket about to close
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
+        fields = [
+            ("Server", _SERVER),
+            ("Date", formatdate(usegmt=True)),
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            *headers,
+        ]
+        if close or self._receiver.closing:  # tell the client, or it reuses a closing socket
+            fields.append(("Connection", "close"))
+        head = h11.Response(status_code=status, headers=fields, reason=status.phrase)
+        data = self._h11.send(head)
+        if body and not self._head_only:
+            data += self._h11.send(h11.Data(data=body))
+        await self._write(data + self._h11.send(h11.EndOfMessage()))
 
-    def _error(
-        self, status: HTTPStatus, message: str, headers: dict[str, str] | None = None
-    ) -> None:
+    async def _refuse(self, status: HTTPStatus, message: str, headers: Headers = ()) -> None:
+        """Answer an error and end the connection; the client's unread rest is dropped for up
+        to ``LINGER`` seconds, so that closing does not reset the connection before the
+        client has read the answer."""
+        self._release()
+        if self._h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return  # an answer is (partly) out already: closing is all that is left
         # OTLP/HTTP: errors carry a google.rpc.Status; JSON is readable by every client
-        if not self._consumed:
-            if self._chunked():
-                self._drain_chunks(8 * self.server.max_body)
-            elif (length := _length(self.headers.get("Content-Length"))) is not None:
-                self._drain(length, 8 * self.server.max_body)
         body = json.dumps({"code": status.value, "message": message}).encode()
-        self.close_connection = True
-        self._reply(status, body, "application/json", headers)
-
-    def _chunked(self) -> bool:
-        return (self.headers.get("Transfer-Encoding") or "").strip().lower() == "chunked"
-
-    def _chunks(self) -> Iterator[bytes]:
-        """The data of a chunked body, chunk by chunk; ``_Malformed`` on anything that is not
-        ``<hex size>[;ext]CRLF <data> CRLF``, trailers read and dropped."""
-        while True:
-            line = self.rfile.readline(1024)
-            size_text = line.split(b";", 1)[0].strip()
-            if not _HEX.fullmatch(size_text) or not line.endswith(b"\n"):
-                raise _Malformed("malformed chunked body")
-            size = int(size_text, 16)
-            if size == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return
-            chunk = self.rfile.read(size)
-            if len(chunk) != size:
-                raise _Malformed("truncated body")
-            if self.rfile.readline(3) not in (b"\r\n", b"\n"):
-                raise _Malformed("malformed chunked body")
-            yield chunk
-
-    def _reserve(self, size: int) -> bool:
-        """Room for ``size`` more bytes of body in hand, waiting up to ``busy_wait``."""
-        if not self.server.budget.reserve(size, self.server.busy_wait):
-            return False
-        self._reserved += size
-        return True
-
-    def _busy(self) -> None:
-        self._error(HTTPStatus.SERVICE_UNAVAILABLE, "busy, retry later", {"Retry-After": "1"})
-
-    def _read_body(self, limit: int) -> bytes | None:
-        """The request body, by Content-Length or chunked (the OpenTelemetry JS exporter
-        streams its body without a length); ``None`` when an error was answered. Bytes are
-        reserved from the receiver's budget as they come: a client trickling a large body
-        holds only what it announced or sent, not a slot others wait for."""
-        if self._chunked():
-            parts: list[bytes] = []
-            total = 0
-            chunks = self._chunks()
-            try:
-                for chunk in chunks:
-                    total += len(chunk)
-                    if total > limit:
-                        self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-                        return None
-                    if not self._reserve(len(chunk)):
-                        self._busy()
-                        return None
-                    parts.append(chunk)
-            except _Malformed as exc:
-                self._consumed = True  # the stream is out of step: nothing more to read
-                self._error(HTTPStatus.BAD_REQUEST, str(exc))
-                return None
-            self._consumed = True
-            return b"".join(parts)
-        if self.headers.get("Transfer-Encoding"):
-            self._error(HTTPStatus.NOT_IMPLEMENTED, "unsupported transfer encoding")
-            return None
-        length = _length(self.headers.get("Content-Length"))
-        if length is None:
-            self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length or chunked body required")
-            return None
-        if length > limit:  # drained (up to a bound) so that the client reads the 413
-            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-            return None
-        if not self._reserve(length):
-            self._busy()
-            return None
-        body = self.rfile.read(length)
-        self._consumed = True
-        if len(body) != length:
-            self._error(HTTPStatus.BAD_REQUEST, "truncated body")
-            return None
-        return body
-
-    def _drain(self, length: int, most: int) -> None:
-        """Read and drop a refused body (up to ``most`` bytes), so that the client still gets
-        the answer: closing a socket with unread data resets the connection instead."""
-        self._consumed = True
-        left = min(length, most)
-        while left > 0:
-            chunk = self.rfile.read(min(left, 64 * 1024))
-            if not chunk:
-                return
-            left -= len(chunk)
-
-    def _drain_chunks(self, most: int) -> None:
-        self._consumed = True
-        left = most
-        with contextlib.suppress(_Malformed):
-            for chunk in self._chunks():
-                left -= len(chunk)
-                if left <= 0:
-                    return
-
-    def do_GET(self) -> None:
-        self._consumed = False
-        self._error(
-            HTTPStatus.NOT_FOUND if self.path != TRACES_PATH else HTTPStatus.METHOD_NOT_ALLOWED,
-            "POST OTLP traces to /v1/traces",
-        )
-
-    def do_POST(self) -> None:
-        self._consumed = False
-        self._reserved = 0
-        self._found: list[Finding] = []
-        try:
-            self._post()
-        except Exception as exc:  # never let one request take the receiver down
-            _log.exception("request failed")
-            with contextlib.suppress(OSError):
-                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, type(exc).__name__)
-        finally:
-            self.server.budget.release(self._reserved)
-            # found is found, whatever became of the request (the correlator reports it once)
-            self.server.detector.report(self._found)
-
-    def _post(self) -> None:
-        """Answer one export request; its findings (``_found``) are reported after."""
-        if self.path.split("?", 1)[0] != TRACES_PATH:
-            self._error(HTTPStatus.NOT_FOUND, "POST OTLP traces to /v1/traces")
-            return
-        limit = self.server.max_body
-        body = self._read_body(limit)
-        if body is None:
-            return
-        with self.server.decoding:  # one at a time: inflated and decoded bodies are large
-            content_type = self._decode(body, limit)
-        if content_type is None:
-            return
-        # before the reply (a client that has its answer sees the findings reported), outside
-        # every lock (a stdout nobody reads stalls this request, not every other one)
-        found, self._found = self._found, []
-        self.server.detector.report(found)
-        if content_type.lower().startswith("application/x-protobuf"):
-            self._reply(HTTPStatus.OK, b"", "application/x-protobuf")  # empty response message
-        else:
-            self._reply(HTTPStatus.OK, b"{}", "application/json")
-
-    def _decode(self, body: bytes, limit: int) -> str | None:
-        """Inflate, decode and analyse the body; its content type, or None when an error
-        was answered. The findings are left in ``_found``."""
-        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-        if encoding == "gzip":
-            inflater = zlib.decompressobj(wbits=31)
-            try:
-                body = inflater.decompress(body, limit + 1)
-            except zlib.error:
-                self._error(HTTPStatus.BAD_REQUEST, "invalid gzip body")
-                return None
-            if len(body) > limit or inflater.unconsumed_tail:
-                self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {limit} bytes")
-                return None
-        elif encoding != "identity":
-            self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"unsupported encoding {encoding!r}")
-            return None
-        content_type = self.headers.get("Content-Type") or ""
-        try:
-            doc = decode_body(body, content_type)
-        except BadRequest as exc:
-            status = (
-                HTTPStatus.UNSUPPORTED_MEDIA_TYPE
-                if str(exc).startswith("unsupported")
-                else HTTPStatus.BAD_REQUEST
-            )
-            self._error(status, str(exc))
-            return None
-        del body
-        self._found = self.server.detector.ingest(doc, report=False)
-        del doc
-        return content_type
+        await self._respond(status, body, "application/json", headers, close=True)
+        if self._writer.can_write_eof():
+            self._writer.write_eof()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LINGER):
+                while await self._reader.read(READ_SIZE):
+                    pass
 
 
-class Receiver(ThreadingHTTPServer):
-    """``ThreadingHTTPServer`` on ``host:port`` (0 picks a free port) feeding ``detector``."""
-
-    daemon_threads = True
-    allow_reuse_address = True
+class Receiver:
+    """OTLP/HTTP on ``host:port`` (0 picks a free port) feeding ``analyzer``, on an asyncio
+    loop of its own thread (:meth:`start`, :meth:`stop`). Binds in the constructor, so that
+    ``OSError`` says at once when the address is taken."""
 
     def __init__(
         self,
-        detector: Detector,
+        analyzer: LiveAnalyzer,
         host: str = "127.0.0.1",
         port: int = 4318,
         *,
         max_body: int = DEFAULT_MAX_BODY,
-        busy_wait: float = 10.0,
+        busy_wait: float = DEFAULT_BUSY_WAIT,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        backlog: int = DEFAULT_BACKLOG,
     ) -> None:
-        self.detector = detector
+        self.analyzer = analyzer
         self.max_body = max_body
-        self.budget = _ByteBudget(MAX_BODIES_IN_HAND * max_body)
-        self.decoding = threading.Lock()
-        self.busy_wait = busy_wait  # seconds a request waits for its turn before a 503
-        if ":" in host:  # an IPv6 address (``::1``, ``::``)
-            self.address_family = socket.AF_INET6
-        super().__init__((host, port), _Handler)
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
+        self.busy_wait = busy_wait  # seconds a request waits for room in the budget: then 503
+        self.body_timeout = body_timeout
+        self.budget = ByteBudget(MAX_BODIES_IN_HAND * max_body)
+        self.closing = False
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # ``::1``, ``::``
+        self._sock = socket.create_server(
+            (host, port),
+            family=family,
+            backlog=backlog,
+            dualstack_ipv6=family == socket.AF_INET6 and socket.has_dualstack_ipv6(),
+        )
+        self.port: int = self._sock.getsockname()[1]
+        self._backlog = backlog
+        self._decoder = ThreadPoolExecutor(1, thread_name_prefix="otel-a2a-decode")
+        self._reporter = ThreadPoolExecutor(1, thread_name_prefix="otel-a2a-report")
+        self._connections: dict[_Connection, asyncio.Task[None]] = {}
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
 
     def start(self) -> threading.Thread:
-        """Serve on a background thread (stop with ``stop``)."""
-        thread = threading.Thread(target=self.serve_forever, name="otel-a2a-detector", daemon=True)
-        thread.start()
-        return thread
+        """Serve on a background thread (stop with ``stop``); returns once serving."""
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._serve(ready),), name="otel-a2a-detector", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        return self._thread
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        """Stop serving, gracefully (see the module's docstring), and free the threads."""
+        if self._thread is not None and self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):  # the loop ended already
+                self._loop.call_soon_threadsafe(self._stopping.set)
+            self._thread.join()
+        self._sock.close()
+        self._decoder.shutdown()  # an analysis under way ends, and submits its report
+        self._reporter.shutdown()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        try:
+            self._loop = asyncio.get_running_loop()
+            self._stopping = asyncio.Event()
+            server = await asyncio.start_server(
+                self._accept, sock=self._sock, backlog=self._backlog, limit=READ_SIZE
+            )
+        finally:
+            ready.set()
+        await self._stopping.wait()
+        server.close()
+        self.closing = True
+        for connection, task in list(self._connections.items()):
+            if connection.idle:
+                task.cancel()
+        if self._connections:
+            await asyncio.wait(list(self._connections.values()), timeout=SHUTDOWN_GRACE)
+        late = list(self._connections.values())
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = _Connection(self, reader, writer)
+        task = asyncio.current_task()
+        assert task is not None  # start_server runs each connection in a task
+        self._connections[connection] = task
+        try:
+            await connection.run()
+        finally:
+            del self._connections[connection]
+
+    def _analyse(self, body: bytearray, kind: str, gzipped: bool) -> Future[None] | None:
+        """Inflate, decode and analyse one body, on the decoder thread; the report of its
+        findings, submitted to the reporter thread here so that it happens whatever becomes
+        of the request (the correlator reports a finding once)."""
+        doc = decode_body(inflate(body, self.max_body) if gzipped else body, kind)
+        found = self.analyzer.ingest(doc, report=False)
+        return self._reporter.submit(self.analyzer.report, found) if found else None
 
 
 def serve(
@@ -460,6 +435,8 @@ def serve(
     dump_path: str | None = None,
     as_json: bool = False,
     max_body: int = DEFAULT_MAX_BODY,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    backlog: int = DEFAULT_BACKLOG,
     correlator: Correlator | None = None,
 ) -> int:
     """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command."""
@@ -482,21 +459,23 @@ def serve(
     except OSError as exc:
         print(f"otel-a2a detector: cannot open dump file: {exc}", file=sys.stderr)
         return 2
-    detector: Detector | None = None
+    analyzer: LiveAnalyzer | None = None
     receiver: Receiver | None = None
     try:
-        detector = Detector(
+        analyzer = LiveAnalyzer(
             correlator or Correlator(),
             emit,
             dump=dump,
             metrics_port=metrics_port,
             metrics_host=host,
         )
-        receiver = Receiver(detector, host, port, max_body=max_body)
+        receiver = Receiver(
+            analyzer, host, port, max_body=max_body, body_timeout=body_timeout, backlog=backlog
+        )
     except OSError as exc:
         print(f"otel-a2a detector: cannot listen: {exc}", file=sys.stderr)
-        if detector is not None:
-            detector.close()
+        if analyzer is not None:
+            analyzer.close()
         if dump is not None:
             dump.close()
         return 2
@@ -507,8 +486,8 @@ def serve(
         print(
             f"otel-a2a detector: OTLP/HTTP on http://{shown}:{receiver.port}{TRACES_PATH}"
             + (
-                f", metrics on http://{shown}:{detector.metrics_port}/metrics"
-                if detector.metrics_port
+                f", metrics on http://{shown}:{analyzer.metrics_port}/metrics"
+                if analyzer.metrics_port
                 else ""
             ),
             file=sys.stderr,
@@ -518,14 +497,14 @@ def serve(
             pass
     finally:
         receiver.stop()
-        detector.close()
+        analyzer.close()
         if dump is not None:
             dump.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    stats = detector.correlator.stats
+    stats = analyzer.correlator.stats
     print(
-        f"otel-a2a detector: stopped after {detector.requests} requests, {stats.spans} spans, "
+        f"otel-a2a detector: stopped after {analyzer.requests} requests, {stats.spans} spans, "
         f"{stats.beliefs} task beliefs, {stats.findings} findings",
         file=sys.stderr,
         flush=True,

@@ -10,15 +10,22 @@ agents hold each answer until both processes asked (a barrier), so the spans ove
 ``otel-a2a detector`` runs as a subprocess and must print both findings, count them on
 ``a2a_divergence_total``, stop cleanly on SIGINT and leave a dump that ``otel-a2a analyze``
 reads back to the same findings.
+
+The detector's bounds, from its own flags, as a subprocess too: a burst of 200 connections is
+queued and answered (no reset), a declared-huge body is refused at once, a body past
+``--body-timeout`` answered 408.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -234,3 +241,87 @@ def test_detector_finds_the_split_brain_of_two_real_processes(
     ]
     services = {tuple(sorted(f["services"])) for f in offline}
     assert services == {("gateway", "orchestrator")}
+
+
+@pytest.fixture
+def bounded_detector() -> Iterator[int]:
+    """``otel-a2a detector`` with small bounds; its port. Stopped with SIGINT, it must exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    argv = [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"]
+    proc = subprocess.Popen(
+        [*argv, "--max-body-bytes", "1000", "--body-timeout", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    err = _Lines(proc.stderr)
+    try:
+        banner = err.wait_for(lambda seen: any("OTLP/HTTP on" in s for s in seen), "the banner")
+        match = re.search(r"OTLP/HTTP on http://127\.0\.0\.1:(\d+)/v1/traces", banner[0])
+        assert match, banner
+        yield int(match.group(1))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE) == 0
+        assert not any("Traceback" in s for s in err.seen), err.seen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+
+async def _burst(port: int, count: int) -> list[bytes | BaseException]:
+    """``count`` connections opened at once, then one export on each; every answer (or why
+    there is none), each with a deadline."""
+    body = b'{"resourceSpans": []}'
+    request = HEAD + b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        async with asyncio.timeout(DEADLINE):
+            return await asyncio.open_connection("127.0.0.1", port)
+
+    async def export(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        async with asyncio.timeout(DEADLINE):
+            writer.write(request)
+            await writer.drain()
+            answer = await reader.read()
+            writer.close()
+            return answer
+
+    opened = await asyncio.gather(*(connect() for _ in range(count)), return_exceptions=True)
+    return await asyncio.gather(
+        *(export(*c) for c in opened if not isinstance(c, BaseException)),
+        return_exceptions=True,
+    ) + [c for c in opened if isinstance(c, BaseException)]
+
+
+def test_a_burst_of_connections_is_queued_not_reset(bounded_detector: int) -> None:
+    answers = asyncio.run(_burst(bounded_detector, 200))
+    failed = [a for a in answers if not (isinstance(a, bytes) and a.startswith(b"HTTP/1.1 200"))]
+    assert failed == [], f"{len(failed)} of 200 not answered 200: {failed[:3]}"
+
+
+def _answer_to(port: int, request: bytes) -> bytes:
+    """The answer to a request of which the client sends only ``request`` (with a deadline)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
+        sock.sendall(request)
+        assert select.select([sock], [], [], DEADLINE)[0], "no answer"
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_the_body_bounds_are_the_flags(bounded_detector: int) -> None:
+    huge = _answer_to(bounded_detector, HEAD + b"Content-Length: 1000000000000\r\n\r\n{}")
+    assert huge.startswith(b"HTTP/1.1 413") and b"\r\nRetry-After: 1\r\n" in huge, huge
+    over = _answer_to(bounded_detector, HEAD + b"Content-Length: 1001\r\n\r\n")
+    assert over.startswith(b"HTTP/1.1 413"), over
+    stalled = _answer_to(bounded_detector, HEAD + b"Content-Length: 1000\r\n\r\n{")
+    assert stalled.startswith(b"HTTP/1.1 408"), stalled  # after --body-timeout 1
+    url = f"http://127.0.0.1:{bounded_detector}/v1/traces"
+    assert httpx.post(url, json={"resourceSpans": []}, timeout=DEADLINE).status_code == 200

@@ -1,15 +1,19 @@
-"""The live OTLP/HTTP receiver, in process: JSON, protobuf, gzip, bad input, metric, dump."""
+"""The live OTLP/HTTP receiver, in process on loopback: JSON, protobuf, gzip, bad input, metric,
+dump, and its bounds against hostile clients (huge chunks, declared-huge bodies, drippers, a
+full budget, the whole-body deadline) and a graceful stop."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import gzip
 import json
+import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,8 @@ from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_a2a.analyze import Correlator, Finding
-from otel_a2a.analyze.receiver import MAX_BODIES_IN_HAND, Detector, Receiver
+from otel_a2a.analyze.live import LiveAnalyzer
+from otel_a2a.analyze.receiver import MAX_BODIES_IN_HAND, Receiver
 from otel_a2a.cli import main
 from tests.analyze.samples import request, span
 
@@ -28,6 +33,9 @@ ORCHESTRATOR = request(
     "orchestrator",
     span("t1", "TASK_STATE_WORKING", 0, 20, span_id="aaaaaaaaaaaaaaaa", parent="bbbbbbbbbbbbbbbb"),
 )
+LIMIT = 64 * 1024  # --max-body-bytes of the receiver under test
+HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+DEADLINE = 30.0
 
 
 def to_protobuf(doc: dict[str, Any]) -> bytes:
@@ -44,13 +52,23 @@ def to_protobuf(doc: dict[str, Any]) -> bytes:
     return bytes(message.SerializeToString())
 
 
+def poll(done: Callable[[], bool], what: str) -> None:
+    """Wait for the receiver's state to satisfy ``done``, with a deadline."""
+    deadline = time.monotonic() + DEADLINE
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
 class Running:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **options: Any) -> None:
         self.found: list[Finding] = []
         self.dump_path = tmp_path / "dump.jsonl"
         self.dump = open(self.dump_path, "w", encoding="utf-8")  # noqa: SIM115
-        self.detector = Detector(Correlator(), self.found.append, dump=self.dump, metrics_port=0)
-        self.receiver = Receiver(self.detector, "127.0.0.1", 0, max_body=64 * 1024)
+        self.analyzer = LiveAnalyzer(
+            Correlator(), self.found.append, dump=self.dump, metrics_port=0
+        )
+        self.receiver = Receiver(self.analyzer, "127.0.0.1", 0, max_body=LIMIT, **options)
         self.receiver.start()
         self.url = f"http://127.0.0.1:{self.receiver.port}/v1/traces"
         self.client = httpx.Client(timeout=10)
@@ -63,8 +81,11 @@ class Running:
     def close(self) -> None:
         self.client.close()
         self.receiver.stop()
-        self.detector.close()
+        self.analyzer.close()
         self.dump.close()
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.receiver.port), timeout=DEADLINE)
 
 
 @pytest.fixture
@@ -87,7 +108,7 @@ def test_json_and_protobuf_requests_are_correlated(running: Running) -> None:
     assert finding.reason.value == "cross_runtime_conflict"
     assert finding.services == ("gateway", "orchestrator")
     assert finding.b.span_id == "aaaaaaaaaaaaaaaa"  # protobuf ids read back as hex
-    metrics = httpx.get(f"http://127.0.0.1:{running.detector.metrics_port}/metrics").text
+    metrics = httpx.get(f"http://127.0.0.1:{running.analyzer.metrics_port}/metrics").text
     lines = [x for x in metrics.splitlines() if x.startswith("a2a_divergence_total{")]
     assert len(lines) == 1, metrics
     assert 'a2a_divergence_reason="cross_runtime_conflict"' in lines[0]
@@ -105,7 +126,7 @@ def test_operation_label_is_capped(running: Running) -> None:
         for doc in (gateway, orchestrator):
             assert running.post(json.dumps(doc).encode(), "application/json").status_code == 200
     assert len(running.found) == 3
-    metrics = httpx.get(f"http://127.0.0.1:{running.detector.metrics_port}/metrics").text
+    metrics = httpx.get(f"http://127.0.0.1:{running.analyzer.metrics_port}/metrics").text
     lines = [x for x in metrics.splitlines() if x.startswith("a2a_divergence_total{")]
     labels = sorted(x.split('a2a_operation="', 1)[1].split('"', 1)[0] for x in lines)
     assert labels == ["GetTask", "_OTHER"], metrics
@@ -115,7 +136,7 @@ def test_operation_label_is_capped(running: Running) -> None:
 def test_gzip_body(running: Running) -> None:
     body = gzip.compress(json.dumps(GATEWAY).encode())
     assert running.post(body, "application/json", **{"Content-Encoding": "gzip"}).status_code == 200
-    assert running.detector.correlator.stats.beliefs == 1
+    assert running.analyzer.correlator.stats.beliefs == 1
 
 
 def test_bad_requests_are_refused_and_the_receiver_keeps_serving(running: Running) -> None:
@@ -136,7 +157,7 @@ def test_bad_requests_are_refused_and_the_receiver_keeps_serving(running: Runnin
     assert [r.status_code for r, _ in cases] == [code for _, code in cases]
     assert running.post(b'{"resourceSpans": "odd"}', "application/json").status_code == 200
     assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
-    assert running.detector.requests == 2
+    assert running.analyzer.requests == 2
 
 
 def test_dump_is_analyzable_offline(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,12 +178,23 @@ def test_dump_is_analyzable_offline(running: Running, capsys: pytest.CaptureFixt
 
 def _raw(port: int, request: bytes) -> bytes:
     """One request over a plain socket (for what httpx will not send), the whole answer."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
         sock.sendall(request)
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-        return answer
+        return _answer(sock)
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the receiver sends on ``sock`` until it closes its side (with a deadline)."""
+    sock.settimeout(DEADLINE)
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
+def _retry_after(answer: bytes) -> bytes | None:
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    return next((x[13:] for x in head.split(b"\r\n") if x.startswith(b"retry-after: ")), None)
 
 
 def test_chunked_bodies_as_the_opentelemetry_js_exporter_sends_them(running: Running) -> None:
@@ -173,69 +205,164 @@ def test_chunked_bodies_as_the_opentelemetry_js_exporter_sends_them(running: Run
     )
     assert answer.status_code == 200
     assert answer.request.headers["Transfer-Encoding"] == "chunked"
-    assert running.detector.correlator.stats.beliefs == 1
+    assert running.analyzer.correlator.stats.beliefs == 1
     big = iter([b"{" + b" " * (40 * 1024), b" " * (40 * 1024) + b"}"])
     refused = running.client.post(
         running.url, content=big, headers={"Content-Type": "application/json"}
     )
     assert refused.status_code == 413
-    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-    malformed = _raw(running.receiver.port, head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")
+    malformed = _raw(running.receiver.port, HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")
     assert malformed.startswith(b"HTTP/1.1 400")
 
 
-def test_a_content_length_that_is_no_number_is_answered(running: Running) -> None:
-    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-    answer = _raw(running.receiver.port, head + b"Content-Length: \xb2\r\n\r\n{}")
-    assert answer.startswith(b"HTTP/1.1 411")
+def test_a_body_without_a_valid_length_is_answered(running: Running) -> None:
+    port = running.receiver.port
+    assert _raw(port, HEAD + b"Content-Length: \xb2\r\n\r\n{}").startswith(b"HTTP/1.1 400")
+    assert _raw(port, HEAD + b"\r\n{}").startswith(b"HTTP/1.1 411")
+    gzip_only = HEAD + b"Transfer-Encoding: gzip\r\n\r\n"
+    assert _raw(port, gzip_only).startswith(b"HTTP/1.1 501")
 
 
-def test_bodies_in_hand_are_bounded_and_a_busy_receiver_says_so(running: Running) -> None:
+def test_a_huge_chunk_is_refused_before_it_is_read(running: Running) -> None:
+    """One 64 MiB chunk: answered 413 once the body passes the limit, long before the chunk
+    is sent, with no more than the limit held (the budget's high-water mark)."""
+    size = 64 * 1024 * 1024
+    piece = b" " * 65536
+    sent = 0
+    with running.connect() as sock:
+        sock.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % size)
+        sock.setblocking(False)
+        deadline = time.monotonic() + DEADLINE
+        while sent < size and time.monotonic() < deadline:
+            readable, writable, _ = select.select([sock], [sock], [], 1.0)
+            if readable:
+                break  # the answer is there
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    sent += sock.send(piece[: size - sent])
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert _retry_after(answer) == b"1"
+    assert sent < size, "the answer came only once the whole chunk was sent"
+    assert 0 < running.receiver.budget.peak <= LIMIT
+    poll(lambda: running.receiver.budget.held == 0, "the budget to be free")
+
+
+def test_a_declared_huge_body_is_refused_at_once(running: Running) -> None:
+    """Content-Length: 1 TB and two bytes sent: 413 before the client sends any more."""
+    with running.connect() as sock:
+        sock.sendall(HEAD + b"Content-Length: 1000000000000\r\n\r\n{}")
+        readable, _, _ = select.select([sock], [], [], DEADLINE)
+        assert readable, "no answer while the client had sent only 2 bytes of its body"
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert _retry_after(answer) == b"1"
+    assert b"connection: close" in answer.lower()
+    assert running.receiver.budget.peak == 0  # not a byte of it taken in
+
+
+def test_slow_drippers_hold_only_what_they_sent(running: Running) -> None:
+    """Eight uploads announcing the limit and dripping a byte now and then must not shut other
+    exporters out: the budget counts what arrived, not what was announced."""
     budget = running.receiver.budget
-    total = budget.free
-    assert total == MAX_BODIES_IN_HAND * 64 * 1024
-    assert budget.reserve(total, 0)  # other requests hold every byte
-    running.receiver.busy_wait = 0.05
+    assert budget.total == MAX_BODIES_IN_HAND * LIMIT  # eight announced bodies would fill it
+    drippers = [running.connect() for _ in range(MAX_BODIES_IN_HAND)]
     try:
+        for sock in drippers:
+            sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n{" % LIMIT)
+        poll(lambda: budget.held == MAX_BODIES_IN_HAND, "the drippers' first bytes")
+        assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+        for sock in drippers:
+            sock.sendall(b" ")
+        poll(lambda: budget.held == 2 * MAX_BODIES_IN_HAND, "the drippers' second bytes")
+        assert (
+            running.post(json.dumps(ORCHESTRATOR).encode(), "application/json").status_code == 200
+        )
+        assert len(running.found) == 1
+    finally:
+        for sock in drippers:
+            sock.close()
+    poll(lambda: budget.held == 0, "the drippers' bytes to be released")
+
+
+def test_a_full_budget_is_answered_503_with_retry_after(running: Running) -> None:
+    """Bodies that did arrive fill the budget: others wait ``busy_wait``, then 503."""
+    budget = running.receiver.budget
+    running.receiver.busy_wait = 0.05
+    holders = [running.connect() for _ in range(MAX_BODIES_IN_HAND)]
+    try:
+        for sock in holders:  # one byte short of the limit each: 8 bytes of the budget free
+            sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % LIMIT + b" " * (LIMIT - 1))
+        poll(lambda: budget.held == MAX_BODIES_IN_HAND * (LIMIT - 1), "the held bodies")
         busy = running.post(json.dumps(GATEWAY).encode(), "application/json")
         chunked = running.client.post(
-            running.url, content=iter([b"{}"]), headers={"Content-Type": "application/json"}
+            running.url, content=iter([b"{}" * 8]), headers={"Content-Type": "application/json"}
         )
     finally:
-        budget.release(total)
-    assert (busy.status_code, busy.headers.get("Retry-After")) == (503, "1")
-    assert chunked.status_code == 503  # a chunked body is drained too: the client reads it
-    assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
-    deadline = time.monotonic() + 30  # released once the reply is out: poll, with a deadline
-    while budget.free != total and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert budget.free == total
-
-
-def test_clients_trickling_their_bodies_hold_only_what_they_announced(running: Running) -> None:
-    """Eight uploads stalled after one byte must not shut other exporters out."""
-    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-    stalled = [socket.create_connection(("127.0.0.1", running.receiver.port)) for _ in range(8)]
-    budget = running.receiver.budget
-    total = budget.free
-    try:
-        for sock in stalled:
-            sock.sendall(head + b"Content-Length: 1000\r\n\r\n{")
-        deadline = time.monotonic() + 30
-        while budget.free != total - 8 * 1000 and time.monotonic() < deadline:
-            time.sleep(0.01)  # polling the receiver's state, with a deadline
-        assert budget.free == total - 8 * 1000
-        assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
-    finally:
-        for sock in stalled:
+        for sock in holders:
             sock.close()
+    assert (busy.status_code, busy.headers.get("Retry-After")) == (503, "1")
+    assert (chunked.status_code, chunked.headers.get("Retry-After")) == (503, "1")
+    poll(lambda: budget.held == 0, "the budget to be released")
+    assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+
+
+def test_a_body_past_its_deadline_is_answered_408_and_frees_the_budget(tmp_path: Path) -> None:
+    """A byte every 0.1 s keeps the connection busy but the body has half a second in all."""
+    r = Running(tmp_path, body_timeout=0.5)
+    try:
+        with r.connect() as sock:
+            sock.sendall(HEAD + b"Content-Length: 1000\r\n\r\n{")
+            deadline = time.monotonic() + DEADLINE
+            while time.monotonic() < deadline:  # 100 s to send it all at this pace
+                if select.select([sock], [], [], 0.1)[0]:
+                    break  # the answer is there
+                sock.sendall(b" ")
+            answer = _answer(sock)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
+        assert r.receiver.budget.peak > 0
+        poll(lambda: r.receiver.budget.held == 0, "the budget to be released")
+        assert r.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
+    finally:
+        r.close()
+
+
+def test_expect_100_continue(running: Running) -> None:
+    body = json.dumps(GATEWAY).encode()
+    with running.connect() as sock:
+        sock.sendall(
+            HEAD + b"Expect: 100-continue\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
+        interim = sock.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 "), interim
+        sock.sendall(body)
+        assert _answer(sock).startswith(b"HTTP/1.1 200")
+    assert running.analyzer.correlator.stats.beliefs == 1
+
+
+def test_stop_answers_the_request_in_flight(running: Running) -> None:
+    """A request half sent when the receiver stops is still read and answered."""
+    body = json.dumps(GATEWAY).encode()
+    half = len(body) // 2
+    with running.connect() as sock:
+        sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body[:half])
+        poll(lambda: running.receiver.budget.held == half, "the first half")
+        stopping = threading.Thread(target=running.receiver.stop)
+        stopping.start()
+        poll(lambda: running.receiver.closing, "the receiver to stop listening")
+        sock.sendall(body[half:])
+        answer = _answer(sock)
+        stopping.join(timeout=DEADLINE)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"connection: close" in answer.lower()
+    assert running.analyzer.correlator.stats.beliefs == 1
+    with pytest.raises(OSError):  # no longer listening
+        running.connect().close()
 
 
 def test_chunk_framing_is_checked(running: Running) -> None:
-    head = (
-        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n"
-    )
+    head = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
     port = running.receiver.port
     assert _raw(port, head + b"2\r\n{}X\r\n0\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert _raw(port, head + b"0x2\r\n{}\r\n0\r\n\r\n").startswith(b"HTTP/1.1 400")
@@ -252,10 +379,10 @@ def test_findings_are_reported_even_when_the_reply_cannot_be_sent(
 
     assert running.post(json.dumps(GATEWAY).encode(), "application/json").status_code == 200
 
-    def reset(*args: object) -> None:
+    async def reset(*args: object, **kwargs: object) -> None:
         raise ConnectionResetError("client gone")
 
-    monkeypatch.setattr(receiver._Handler, "_reply", reset)
+    monkeypatch.setattr(receiver._Connection, "_respond", reset)
     with pytest.raises(httpx.HTTPError):
         running.post(json.dumps(ORCHESTRATOR).encode(), "application/json")
     assert [f.task_id for f in running.found] == ["t1"]
@@ -270,8 +397,8 @@ def test_a_stalled_finding_consumer_does_not_stop_other_requests(tmp_path: Path)
         entered.set()
         release.wait(timeout=30)
 
-    detector = Detector(Correlator(), stalled)
-    receiver = Receiver(detector, "127.0.0.1", 0)
+    analyzer = LiveAnalyzer(Correlator(), stalled)
+    receiver = Receiver(analyzer, "127.0.0.1", 0)
     receiver.start()
     url = f"http://127.0.0.1:{receiver.port}/v1/traces"
     try:
@@ -288,16 +415,16 @@ def test_a_stalled_finding_consumer_does_not_stop_other_requests(tmp_path: Path)
     finally:
         release.set()
         receiver.stop()
-        detector.close()
+        analyzer.close()
 
 
 def test_listens_on_ipv6(tmp_path: Path) -> None:
-    detector = Detector(Correlator())
-    receiver = Receiver(detector, "::1", 0)
+    analyzer = LiveAnalyzer(Correlator())
+    receiver = Receiver(analyzer, "::1", 0)
     receiver.start()
     try:
         url = f"http://[::1]:{receiver.port}/v1/traces"
         assert httpx.post(url, json=GATEWAY, timeout=10).status_code == 200
     finally:
         receiver.stop()
-        detector.close()
+        analyzer.close()

@@ -1,0 +1,182 @@
+"""The analysis behind ``otel-a2a detector``, apart from HTTP: bodies to findings and a metric.
+
+An OTLP/HTTP export body (``application/json``, OTLP JSON, or ``application/x-protobuf``,
+an ``ExportTraceServiceRequest`` turned into the same JSON form with ``MessageToDict``; gzip
+allowed) is inflated within a bound, decoded and fed to the :class:`Correlator`. Findings go
+to a callback and are counted on ``a2a.divergence`` (reason, operation, agent name) of a
+private SDK meter provider, served for Prometheus when a metrics port is given. The HTTP side
+is :mod:`otel_a2a.analyze.receiver`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import zlib
+from collections.abc import Callable
+from typing import IO, Any
+
+from otel_a2a import semconv as sc
+from otel_a2a.analyze.correlate import Correlator
+from otel_a2a.analyze.model import Finding
+from otel_a2a.analyze.otlp import normalize_id, parse_request
+from otel_a2a.protocol import Operation
+from otel_a2a.version import __version__
+
+_log = logging.getLogger("otel_a2a.detector")
+# ``a2a.operation`` values the detector's metric may carry; anything else is ``_OTHER``
+_OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_UNKNOWN})
+JSON = "application/json"
+PROTOBUF = "application/x-protobuf"
+
+
+class BadRequest(ValueError):
+    """The body is not an OTLP trace export request."""
+
+
+class Unsupported(BadRequest):
+    """A content type or encoding the receiver does not read (HTTP 415)."""
+
+
+class TooLarge(BadRequest):
+    """A body over the bound once inflated (HTTP 413)."""
+
+
+def content_kind(content_type: str) -> str:
+    """``application/json`` or ``application/x-protobuf`` from a Content-Type value."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind not in (JSON, PROTOBUF):
+        raise Unsupported(f"unsupported content type {kind!r}")
+    return kind
+
+
+def inflate(body: bytes | bytearray, limit: int) -> bytes:
+    """A gzip body inflated, refused (:class:`TooLarge`) as soon as it passes ``limit``."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error:
+        raise BadRequest("invalid gzip body") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise TooLarge(f"body over {limit} bytes")
+    return out
+
+
+def _hex_ids(doc: dict[str, Any]) -> dict[str, Any]:
+    """``MessageToDict`` writes bytes ids in base64; OTLP JSON (and the file exporter) in hex."""
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for owner in (span, *span.get("links", [])):
+                    for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
+                        if key in owner:
+                            owner[key] = normalize_id(owner[key], size)
+    return doc
+
+
+def decode_body(body: bytes | bytearray, content_type: str) -> dict[str, Any]:
+    """The OTLP JSON form of an export request body; raises :class:`BadRequest`."""
+    kind = content_kind(content_type)
+    if kind == JSON:
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise BadRequest(f"invalid JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise BadRequest("an ExportTraceServiceRequest JSON object is required")
+        return doc
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped, unused-ignore]
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    try:
+        message = ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise BadRequest(f"invalid protobuf: {exc}") from None
+    return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
+
+
+class LiveAnalyzer:
+    """Thread-safe analysis of export requests: findings to ``on_finding`` and a metric."""
+
+    def __init__(
+        self,
+        correlator: Correlator,
+        on_finding: Callable[[Finding], None] | None = None,
+        *,
+        dump: IO[str] | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+    ) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+
+        self.correlator = correlator
+        self.requests = 0
+        self._on_finding = on_finding
+        self._dump = dump
+        self._lock = threading.Lock()
+        self._labels = sc.AgentLabels()
+        self._metrics_server: Any = None
+        self.metrics_port: int | None = None
+        readers = []
+        if metrics_port is not None:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import CollectorRegistry, start_http_server
+
+            registry = CollectorRegistry()
+            readers.append(PrometheusMetricReader(registry=registry))
+            server, _thread = start_http_server(metrics_port, addr=metrics_host, registry=registry)
+            self._metrics_server = server
+            self.metrics_port = int(server.server_port)
+        self._provider = MeterProvider(metric_readers=readers)
+        self._counter = self._provider.get_meter(sc.SCOPE, __version__).create_counter(
+            sc.M_DIVERGENCE,
+            unit="{divergence}",
+            description="Divergent liveness decisions and observations, by reason",
+        )
+
+    def ingest(self, doc: dict[str, Any], *, report: bool = True) -> list[Finding]:
+        """Analyse one export request (OTLP JSON form); never raises on its content. The
+        findings go to ``on_finding`` now, or with ``report=False`` when the caller calls
+        :meth:`report` (the receiver: on a thread of its own, before answering)."""
+        batch = parse_request(doc)
+        with self._lock:
+            self.requests += 1
+            if self._dump is not None:
+                self._dump.write(json.dumps(doc, separators=(",", ":")) + "\n")
+                self._dump.flush()
+            findings = self.correlator.feed(batch)
+            for finding in findings:
+                attrs = {sc.DIVERGENCE_REASON: finding.reason.value}
+                b = finding.b
+                operation = b.operation or b.span_name.removeprefix("A2A ").strip()
+                if operation:  # from foreign spans: capped like agent names
+                    attrs[sc.OPERATION] = operation if operation in _OPERATIONS else sc.OTHER
+                if b.agent_name:
+                    attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
+                self._counter.add(1, attrs)
+        if report:
+            self.report(findings)
+        return findings
+
+    def report(self, findings: list[Finding]) -> None:
+        """Hand findings to ``on_finding``, outside every lock: a stdout nobody reads blocks
+        the requests that found something, not the analysis of every other one."""
+        on_finding = self._on_finding
+        if on_finding is None:
+            return
+        for finding in findings:
+            try:
+                on_finding(finding)
+            except Exception:
+                _log.exception("finding callback failed")
+
+    def close(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+        self._provider.shutdown()
