@@ -40,6 +40,7 @@ def _ledger() -> list[Row]:
 
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
+        bench_exit,
         bench_incident,
         bench_instructions,
         bench_large_body,
@@ -54,6 +55,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("instructions", bench_instructions.run),
         ("large body", bench_large_body.run),
         ("startup", bench_startup.run),
+        ("exit", bench_exit.run),
         ("ledger", _ledger),
         ("incident", bench_incident.run),
     ]
