@@ -41,6 +41,7 @@ def _ledger() -> list[Row]:
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
         bench_detector,
+        bench_exit,
         bench_incident,
         bench_instructions,
         bench_large_body,
@@ -55,6 +56,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("instructions", bench_instructions.run),
         ("large body", bench_large_body.run),
         ("startup", bench_startup.run),
+        ("exit", bench_exit.run),
         ("ledger", _ledger),
         ("incident", bench_incident.run),
         ("detector", bench_detector.run),

@@ -172,7 +172,7 @@ def run() -> list[tuple[str, str]]:
         det.stale_by_agent(3.0)
 
     def stale_all() -> None:
-        det.ledger._stale_fraction = 0.0  # force the walk from the oldest end: a full pass
+        det.ledger._old_fraction = 0.0  # force the walk from the oldest end: a full pass
         det.stale_by_agent(1e9)
 
     rows.append(

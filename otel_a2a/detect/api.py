@@ -93,7 +93,9 @@ def assert_state_authoritative(
     ``no_observation``, ``unknown_state`` (a spelling that maps to nothing),
     ``non_canonical_state`` (a spelling that is not exact for any version and binding, such as
     ``Working``), then ``etag_changed``, ``terminal_state``, ``heartbeat_gap`` as for any
-    decision (a legitimate ``unknown`` state reports ``no_observation``).
+    decision (a legitimate ``unknown`` state reports ``no_observation``; an interrupted
+    state, ``input-required`` or ``auth-required``, waits for the caller and is never a
+    ``heartbeat_gap``).
 
     >>> card = {"name": "worker", "etag": '"v2"', "heartbeatInterval": 10}
     >>> seen = {"state": "TASK_STATE_WORKING", "etag": '"v2"', "at": 100.0}

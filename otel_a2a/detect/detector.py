@@ -174,7 +174,9 @@ class Detector:
     # -- gauges ---------------------------------------------------------------------------------
 
     def stale_by_agent(self, now: float) -> dict[str, int]:
-        """``a2a.tasks.stale`` per agent key (0 for agents with live tasks, none stale)."""
+        """``a2a.tasks.stale`` per agent key: active tasks past the heartbeat (0 for agents
+        with non-terminal tasks, none stale; interrupted tasks wait for the caller, never
+        stale)."""
         registry = self.registry
         return self.ledger.stale_by_agent(now, lambda agent: registry.heartbeat(agent)[0])
 

@@ -21,6 +21,7 @@ R = DivergenceReason
 # class comes from the observation's shared kind tuple, and value tuples are built directly.
 _UNKNOWN = TaskState.UNKNOWN
 _TERMINAL = StateClass.TERMINAL
+_INTERRUPTED = StateClass.INTERRUPTED
 _NO_OBSERVATION = R.NO_OBSERVATION
 _ETAG_CHANGED = R.ETAG_CHANGED
 _TERMINAL_STATE = R.TERMINAL_STATE
@@ -89,16 +90,21 @@ def judge_decision(
     Order (most specific cause first): ``no_observation`` (none, or the last one is a
     legitimate ``unknown``, which authorises nothing), ``etag_changed`` (both etags known and
     different), ``terminal_state`` (the decision assumes the task live, ``assumes_live``, and
-    it was last seen terminal), ``heartbeat_gap`` (non-terminal and older than the heartbeat;
-    terminal observations are exempt, they never go stale).
+    it was last seen terminal), ``heartbeat_gap`` (active and older than the heartbeat).
+    Terminal observations are exempt from the gap (they never go stale), and so are
+    interrupted ones (``input-required``, ``auth-required``): such a task waits for the caller,
+    not for the worker, which owes no heartbeat meanwhile (a person may take minutes to answer).
     """
     ev = evidence_of(task_id, obs, etag_now, heartbeat, now, agent)
     if obs is None or obs._kind[0] is _UNKNOWN:
         return _new(Verdict, (_NO_OBSERVATION, ev))
     if _etag_changed(obs.etag, etag_now):
         return _new(Verdict, (_ETAG_CHANGED, ev))
-    if obs._kind[4] is _TERMINAL:
+    cls = obs._kind[4]
+    if cls is _TERMINAL:
         return _new(Verdict, (_TERMINAL_STATE if assumes_live else None, ev))
+    if cls is _INTERRUPTED:
+        return _new(Verdict, (None, ev))
     age = ev[4]
     if not (age is not None and age <= heartbeat):  # written so that NaN is a gap
         return _new(Verdict, (_HEARTBEAT_GAP, ev))
@@ -178,8 +184,9 @@ def is_redundant_get(
     """A ``GetTask`` that could not have told anything new (counted, never a divergence).
 
     Redundant when the etag is unchanged and the last observation is either fresh (within the
-    heartbeat) or terminal (terminal tasks never change). Equivalently: a decision made now
-    would be ``ok`` or ``terminal_state``.
+    heartbeat) or terminal (terminal tasks never change). An interrupted task past the
+    heartbeat is not: a decision on it owes no heartbeat, but a poll can still learn that
+    someone answered it or the agent ended it meanwhile.
     """
     if obs is None or obs._kind[0] is _UNKNOWN or _etag_changed(obs.etag, etag_now):
         return False

@@ -175,6 +175,15 @@ def _late(held: Observation, sent_at: str) -> bool:
 _INTERRUPTED = StateClass.INTERRUPTED
 
 
+def _add(counts: dict[str, int], key: str, delta: int) -> None:
+    """Move a per-agent count; an agent whose count reaches 0 leaves the dict."""
+    left = counts.get(key, 0) + delta
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+
+
 class TaskLedger:
     """Bounded, thread-safe map task id -> last :class:`Observation`, O(1) per operation.
 
@@ -197,7 +206,11 @@ class TaskLedger:
         # Non-terminal tasks per agent: the stale scan needs every agent's heartbeat up front
         # to know when it may stop, and reports 0 for agents that have tasks but none stale.
         self._live_by_agent: dict[str, int] = {}
-        self._stale_fraction = 0.0  # of the last scan: picks the cheaper end to walk from
+        # Interrupted tasks per agent, of those: never stale (they wait for the caller).
+        self._interrupted_by_agent: dict[str, int] = {}
+        # Of the last scan, the share of non-terminal tasks past the heartbeat (stale or
+        # interrupted): what a walk from the oldest end visits; picks the cheaper end.
+        self._old_fraction = 0.0
 
     # -- plumbing (caller holds the lock) -------------------------------------------------------
     # Moving a node is pure pointer work; the counters change only when a task enters or
@@ -208,14 +221,11 @@ class TaskLedger:
         if cls is _TERMINAL:
             self._n_terminal += delta
             return
+        agent = node.agent
         if cls is _INTERRUPTED:
             self._n_interrupted += delta
-        agent = node.agent
-        left = self._live_by_agent.get(agent, 0) + delta
-        if left:
-            self._live_by_agent[agent] = left
-        else:
-            del self._live_by_agent[agent]
+            _add(self._interrupted_by_agent, agent, delta)
+        _add(self._live_by_agent, agent, delta)
 
     @staticmethod
     def _detach(node: Observation) -> None:
@@ -330,18 +340,19 @@ class TaskLedger:
             }
 
     def stale_by_agent(self, now: float, heartbeat_of: Callable[[str], float]) -> dict[str, int]:
-        """Non-terminal tasks whose last observation is older than their agent's heartbeat.
+        """Active tasks whose last observation is older than their agent's heartbeat.
 
-        Every agent with a non-terminal task appears, with 0 when none is stale (so the gauge
-        goes to 0 instead of disappearing). The non-terminal list is in observation order,
-        which is time order up to ``_ORDER_SLACK``, so the walk never needs every node: from
-        the oldest end it counts stale nodes and stops past the point where every node is
-        fresh for the *smallest* heartbeat; from the newest end it counts fresh nodes and
-        stops past the point where every node is stale for the *largest* one (stale = tasks
-        minus fresh). It walks from the end that was cheaper last time (the stale fraction
-        changes slowly), so the cost is about min(stale, fresh) nodes; at worst one pass.
-        Heartbeats are looked up before the lock is taken: with many agents that is the
-        longer part, and requests wait for this lock.
+        Interrupted tasks (``input-required``, ``auth-required``) are never stale: they wait
+        for the caller, not for the worker. Every agent with a non-terminal task appears, with
+        0 when none is stale (so the gauge goes to 0 instead of disappearing). The non-terminal
+        list is in observation order, which is time order up to ``_ORDER_SLACK``, so the walk
+        never needs every node: from the oldest end it counts stale nodes and stops past the
+        point where every node is fresh for the *smallest* heartbeat; from the newest end it
+        counts fresh nodes and stops past the point where every node is past the *largest*
+        one (stale = active tasks minus fresh ones). It walks from the end that was cheaper
+        last time (the share of nodes past the heartbeat changes slowly), so the cost is about
+        min(past, fresh) nodes; at worst one pass. Heartbeats are looked up before the lock is
+        taken: with many agents that is the longer part, and requests wait for this lock.
         """
         with self._lock:
             agents = list(self._live_by_agent)
@@ -354,13 +365,16 @@ class TaskLedger:
                 return {}
             # agents that got their first live task meanwhile (few) are looked up now
             hb = {agent: known.get(agent) or float(heartbeat_of(agent)) for agent in live}
-            head = self._live
-            seen = dict.fromkeys(hb, 0)
+            total = len(self._index) - self._n_terminal
             if len(hb) == 1:  # one agent (the common case): no per-node dict work
                 ((agent, h),) = hb.items()
-                seen[agent] = self._walk_one(now, h)
-                out = seen
-            elif self._stale_fraction <= 0.5:
+                stale, past = self._walk_one(now, h)
+                self._old_fraction = past / total
+                return {agent: stale}
+            head = self._live
+            seen = dict.fromkeys(hb, 0)
+            past = 0
+            if self._old_fraction <= 0.5:
                 stop = now - min(hb.values()) + _ORDER_SLACK
                 node = head._next
                 while node is not head:
@@ -369,50 +383,63 @@ class TaskLedger:
                         break
                     agent = node.agent
                     if now - at > hb[agent]:
-                        seen[agent] += 1
+                        past += 1
+                        if node._kind[4] is not _INTERRUPTED:
+                            seen[agent] += 1
                     node = node._next
                 out = seen
             else:
                 stop = now - max(hb.values()) - _ORDER_SLACK
                 node = head._prev
+                fresh = 0
                 while node is not head:
                     at = node.at
                     if at < stop:
                         break
                     agent = node.agent
                     if not now - at > hb[agent]:  # fresh; NaN counts as stale
-                        seen[agent] += 1
+                        fresh += 1
+                        if node._kind[4] is not _INTERRUPTED:
+                            seen[agent] += 1
                     node = node._prev
-                out = {agent: live[agent] - fresh for agent, fresh in seen.items()}
-            total = len(self._index) - self._n_terminal
-            self._stale_fraction = sum(out.values()) / total
+                waiting = self._interrupted_by_agent
+                out = {a: live[a] - waiting.get(a, 0) - n for a, n in seen.items()}
+                past = total - fresh
+            self._old_fraction = past / total
             return out
 
-    def _walk_one(self, now: float, h: float) -> int:
-        """Stale count when every non-terminal task has the same heartbeat ``h``."""
+    def _walk_one(self, now: float, h: float) -> tuple[int, int]:
+        """``(stale, past)`` when every non-terminal task has the same heartbeat ``h``:
+        active tasks past it, and all the tasks past it (interrupted ones included)."""
         head = self._live
-        n = 0
-        if self._stale_fraction <= 0.5:
+        if self._old_fraction <= 0.5:
             stop = now - h + _ORDER_SLACK
             node = head._next
+            stale = past = 0
             while node is not head:
                 at = node.at
                 if at >= stop:
                     break
                 if now - at > h:
-                    n += 1
+                    past += 1
+                    if node._kind[4] is not _INTERRUPTED:
+                        stale += 1
                 node = node._next
-            return n
+            return stale, past
         stop = now - h - _ORDER_SLACK
         node = head._prev
+        fresh = fresh_active = 0
         while node is not head:
             at = node.at
             if at < stop:
                 break
             if not now - at > h:
-                n += 1
+                fresh += 1
+                if node._kind[4] is not _INTERRUPTED:
+                    fresh_active += 1
             node = node._prev
-        return len(self._index) - self._n_terminal - n
+        live = len(self._index) - self._n_terminal
+        return live - self._n_interrupted - fresh_active, live - fresh
 
     def oldest(self, terminal: bool) -> Observation | None:
         """The least recently observed task of one list (eviction order); for tests/diagnostics."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -148,3 +149,32 @@ def test_entry_point_under_opentelemetry_instrument(python_peer: str) -> None:
         names = [d.get("name") for d in _documents(done.stdout)]
         assert names.count("A2A GetTask") == 1, names
         assert "already instrumented" not in done.stderr
+
+
+def test_no_collector_listening_neither_holds_the_exit_nor_floods_stderr(python_peer: str) -> None:
+    """Logs at the OTLP default towards a loopback port nobody listens on; the follow-up to a
+    task never seen makes an ``a2a.divergence`` log record for it. The exporter's retry
+    schedule is about 7 s, after which it writes ``Failed to export``: its absence shows the
+    exit cut the retries short (how soon is a ``make bench`` row, not asserted here)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _env(OTEL_A2A_ENABLED="true", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}")
+    del env["OTEL_LOGS_EXPORTER"]
+    # a hang guard, not a timing assert: the exit used to take 6-8 s, a hang takes forever
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), python_peer],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    docs = _documents(done.stdout)
+    assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
+    lines = done.stderr.splitlines()
+    assert sum(line.startswith("Transient error") for line in lines) <= 1, done.stderr
+    gave_up = [ln for ln in lines if ln.startswith("Failed to export") and "UNAVAILABLE" in ln]
+    assert not gave_up, done.stderr
+    assert "Shutdown in progress" not in done.stderr  # held back (and counted) too

@@ -72,6 +72,15 @@ def test_seed_heartbeat_gap_uses_card_heartbeat() -> None:
     assert reason(field, seen(), now=103.0) is R.HEARTBEAT_GAP
 
 
+@pytest.mark.parametrize("state", ["TASK_STATE_INPUT_REQUIRED", "auth-required"])
+def test_a_task_waiting_for_the_caller_is_no_gap(state: str) -> None:
+    """As for any decision: an interrupted task owes no heartbeat, the other reasons hold."""
+    assert assert_state_authoritative(CARD, seen(state), now=131.0).state_class.value == (
+        "interrupted"
+    )
+    assert reason(CARD, seen(state, etag='"v0"'), now=131.0) is R.ETAG_CHANGED
+
+
 def test_seed_terminal_state_not_gap() -> None:
     assert reason(CARD, seen("TASK_STATE_FAILED"), now=1e6) is R.TERMINAL_STATE
     assert reason(CARD, seen("completed"), now=100.0) is R.TERMINAL_STATE

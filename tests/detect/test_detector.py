@@ -57,6 +57,19 @@ def test_seed_timeline_heartbeat_gap_then_terminal_state() -> None:
     assert det.stale_by_agent(500.0) == {}
 
 
+def test_a_task_waiting_for_the_caller_owes_no_heartbeat() -> None:
+    """Human in the loop: the person answers after 31 s; the worker was healthy all along."""
+    det = detector()
+    for task_id, raw in (("asks", "TASK_STATE_INPUT_REQUIRED"), ("works", "TASK_STATE_WORKING")):
+        det.on_reports(AGENT, [report(task_id, raw)], Operation.SEND_MESSAGE, 10.0)
+    assert det.stale_by_agent(41.0) == {AGENT: 1}  # the working one only
+    assert det.decide("asks", AGENT, 41.0).ok
+    assert det.decide("works", AGENT, 41.0).reason is R.HEARTBEAT_GAP
+    det.on_card(CARD_URL, make_card('"v2"', interfaces=(AGENT + "/a2a",)))  # redeployed
+    assert det.decide("asks", AGENT, 41.0).reason is R.ETAG_CHANGED
+    assert not det.redundant_get("asks", AGENT, 41.0)  # a poll may learn it moved on
+
+
 def test_seed_etag_change() -> None:
     det = detector()
     det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)

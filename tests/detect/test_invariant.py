@@ -17,13 +17,15 @@ from otel_a2a.detect.invariant import (
 )
 from otel_a2a.detect.ledger import Observation
 from otel_a2a.detect.verdict import DivergenceReason as R
-from otel_a2a.protocol.states import StateReading, TaskState
+from otel_a2a.protocol.states import StateClass, StateReading, TaskState
 
 from .helpers import make_obs
 
 HB = 30.0
 TERMINAL = [s for s in TaskState if s.is_terminal]
 LIVE = [s for s in TaskState if not s.is_terminal and s is not TaskState.UNKNOWN]
+ACTIVE = [s for s in LIVE if s.state_class is StateClass.ACTIVE]
+INTERRUPTED = [s for s in TaskState if s.state_class is StateClass.INTERRUPTED]
 
 
 def decide(obs: Observation | None, etag_now: str | None = '"v1"', now: float = 110.0) -> R | None:
@@ -73,9 +75,23 @@ def test_seed_terminal_states_exempt_from_gap(state: TaskState) -> None:
     assert decide(make_obs(state=state, at=0.0), now=1e6) is R.TERMINAL_STATE
 
 
-@pytest.mark.parametrize("state", LIVE)
-def test_interrupted_and_active_states_age(state: TaskState) -> None:
+@pytest.mark.parametrize("state", ACTIVE)
+def test_active_states_age(state: TaskState) -> None:
     assert decide(make_obs(state=state, at=0.0), now=1e6) is R.HEARTBEAT_GAP
+
+
+@pytest.mark.parametrize("state", INTERRUPTED)
+def test_interrupted_states_owe_no_heartbeat(state: TaskState) -> None:
+    """A task waiting for the caller (a person answering after 31 s) is no gap; every other
+    reason still holds, and its evidence still tells the age."""
+    verdict = judge_decision("t1", make_obs(state=state, at=100.0), '"v1"', HB, 131.0)
+    assert verdict.reason is None and verdict.evidence.age == 31.0
+    assert decide(make_obs(state=state, at=math.nan)) is None  # no time: nothing owed either
+    assert decide(make_obs(state=state, at=0.0, etag='"v0"'), now=1e6) is R.ETAG_CHANGED
+    assert decide(None) is R.NO_OBSERVATION
+    # a poll past the heartbeat may still learn something (answered elsewhere, ended)
+    assert is_redundant_get(make_obs(state=state, at=100.0), '"v1"', 131.0, HB) is False
+    assert is_redundant_get(make_obs(state=state, at=100.0), '"v1"', 110.0, HB) is True
 
 
 def test_precedence_no_observation_first() -> None:
@@ -119,13 +135,15 @@ def test_precedence_matches_the_table(
         (R.ETAG_CHANGED, etag_obs is not None and etag_now is not None and etag_obs != etag_now),
         (None, state.is_terminal and not live),  # assumed ended, seen ended: authorised
         (R.TERMINAL_STATE, state.is_terminal),
-        (R.HEARTBEAT_GAP, max(age, 0.0) > HB),
+        (R.HEARTBEAT_GAP, state.state_class is StateClass.ACTIVE and max(age, 0.0) > HB),
     ]
     expected = next((r for r, cond in holds if cond), None)
     assert reason is expected
-    # Redundant GetTask: exactly when a decision now would be ok or terminal_state.
+    # Redundant GetTask: when a decision now would be ok or terminal_state, except on an
+    # interrupted task past the heartbeat (owed none, but a poll may learn it moved on)
+    waited = obs is not None and state.state_class is StateClass.INTERRUPTED and max(age, 0) > HB
     assert is_redundant_get(obs, etag_now, 1000.0 + age, HB) == (
-        expected in (None, R.TERMINAL_STATE)
+        expected in (None, R.TERMINAL_STATE) and not waited
     )
 
 

@@ -116,15 +116,38 @@ def test_stale_by_agent_reports_zero_for_fresh_agents() -> None:
     assert stale == {"http://a": 1, "http://b": 0}  # terminal tasks never go stale
 
 
+@pytest.mark.parametrize("state", [TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED])
+def test_interrupted_tasks_are_never_stale(state: TaskState) -> None:
+    """They wait for the caller; their agent still appears (0), from either walk direction,
+    and a task that resumes working ages again."""
+    ledger = TaskLedger(100)
+    ledger.observe(make_obs("w", agent="http://a", at=0.0))
+    ledger.observe(make_obs("i", state, agent="http://a", at=0.0))
+    ledger.observe(make_obs("only", state, agent="http://b", at=0.0))
+    for _ in range(3):  # the first scan finds most nodes old: the next walk from the other end
+        assert ledger.stale_by_agent(60.0, lambda agent: 30.0) == {"http://a": 1, "http://b": 0}
+        assert ledger.stale_by_agent(60.0, {"http://a": 30.0, "http://b": 5.0}.__getitem__) == {
+            "http://a": 1,
+            "http://b": 0,
+        }
+    ledger.observe(make_obs("only", TaskState.WORKING, agent="http://b", at=1.0))
+    assert ledger.stale_by_agent(60.0, lambda agent: 30.0) == {"http://a": 1, "http://b": 1}
+    ledger.forget("w")
+    assert ledger.stale_by_agent(60.0, lambda agent: 30.0) == {"http://a": 0, "http://b": 1}
+
+
 def test_stale_scan_at_100k_counts_exactly_from_either_end() -> None:
     """Its speed is a ``make bench`` row (``stale gauge``), not a wall-clock assert here."""
     ledger = TaskLedger(100_000)
-    for i in range(100_000):
-        ledger.observe(make_obs(f"t{i}", agent=AGENTS[i % 3], at=i / 1000.0))
+    for i in range(100_000):  # one in 7 waits for the caller: never stale
+        state = TaskState.INPUT_REQUIRED if i % 7 == 0 else TaskState.WORKING
+        ledger.observe(make_obs(f"t{i}", state, agent=AGENTS[i % 3], at=i / 1000.0))
     for now in (1e6, 1e6, 60.0, 60.0):  # all stale (both walk directions), then partly
         stale = ledger.stale_by_agent(now, HEARTBEATS.__getitem__)
         assert sum(stale.values()) == sum(
-            1 for o in ledger.snapshot() if now - o.at > HEARTBEATS[o.agent]
+            1
+            for o in ledger.snapshot()
+            if now - o.at > HEARTBEATS[o.agent] and o.state is TaskState.WORKING
         )
 
 
@@ -226,8 +249,9 @@ class _Model:
 
     def stale(self, now: float) -> dict[str, int]:
         out: dict[str, int] = {}
-        for _state, agent, at in self.lists[False].values():
-            out[agent] = out.get(agent, 0) + (1 if now - at > HEARTBEATS[agent] else 0)
+        for state, agent, at in self.lists[False].values():
+            stale = now - at > HEARTBEATS[agent] and state.state_class is StateClass.ACTIVE
+            out[agent] = out.get(agent, 0) + stale
         return out
 
 
@@ -280,7 +304,9 @@ class LedgerMachine(RuleBasedStateMachine):
             assert self.ledger.stale_by_agent(now, HEARTBEATS.__getitem__) == expected
         single = self.ledger.stale_by_agent(now, lambda agent: 5.0)
         assert sum(single.values()) == sum(
-            1 for _s, _a, at in self.model.lists[False].values() if now - at > 5.0
+            1
+            for state, _a, at in self.model.lists[False].values()
+            if now - at > 5.0 and state.state_class is StateClass.ACTIVE
         )
 
     @invariant()
@@ -344,7 +370,7 @@ def test_threads_keep_the_ledger_consistent() -> None:
     assert sum(counts.values()) == len(ledger)
     assert counts[StateClass.TERMINAL] == sum(o.state.is_terminal for o in snapshot)
     stale = ledger.stale_by_agent(1e9, lambda a: 1.0)
-    assert sum(stale.values()) == sum(not o.state.is_terminal for o in snapshot)
+    assert sum(stale.values()) == sum(o.state.state_class is StateClass.ACTIVE for o in snapshot)
 
 
 def test_a_late_frame_is_refused_under_the_lock() -> None:

@@ -120,6 +120,31 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return fake
 
 
+class AheadClock:
+    """The real monotonic clock plus an offset the test moves forward by hand: a heartbeat
+    passes without sleeping while asyncio's own timers and timeouts keep running. Move it
+    between event loops (``asyncio.run`` calls) only: a jump inside one fires its timeouts."""
+
+    def __init__(self, real: Callable[[], float]) -> None:
+        self._real = real
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return self._real() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+@pytest.fixture
+def ahead(monkeypatch: pytest.MonkeyPatch) -> AheadClock:
+    import time
+
+    fake = AheadClock(time.monotonic)
+    monkeypatch.setattr(time, "monotonic", fake)
+    return fake
+
+
 V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 STATES_V1 = {
     "working": "TASK_STATE_WORKING",

@@ -40,7 +40,7 @@ from a2a.types import (
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tests.instrumentation.conftest import Harness, divergences
+from tests.instrumentation.conftest import AheadClock, Harness, divergences
 
 T = TypeVar("T")
 
@@ -496,6 +496,72 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode
     ]
     assert otel.total("a2a.observation.age") == 0  # nothing observed, no age
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
+
+
+def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
+    otel: Harness, ahead: AheadClock, peer: str, mode: Mode
+) -> None:
+    """Human in the loop: the person answers after the heartbeat, the worker was healthy.
+
+    One task is left ``input-required``, another working (``slow``); the clock otel-a2a
+    reads then moves past the heartbeat (no sleep). The stale gauge counts the working task
+    only; the follow-up on the waiting one is authoritative, a cancel of the working one is a
+    ``heartbeat_gap``.
+    """
+
+    async def ask() -> tuple[AgentCard, Agent, Task, Task]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, _ = await clients(http, card, mode)
+            waiting = await only_task(client.send_message(message("input please")))
+            slow = await only_task(client.send_message(background("slow meanwhile")))
+        return card, agent, waiting, slow
+
+    async def answer(card: AgentCard) -> tuple[Task, Task]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            client, _ = await clients(http, card, mode)
+            followed = await only_task(client.send_message(message("echo done", waiting)))
+            canceled = await client.cancel_task(CancelTaskRequest(id=slow.id))
+        return followed, canceled
+
+    card, agent, waiting, slow = run(ask())
+    assert canonical(waiting.status.state) == "input-required"
+    assert canonical(slow.status.state) in ("submitted", "working")
+    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 0)]
+    ahead.advance(HEARTBEAT + 1)
+    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 1)]
+    assert tracked(otel) == {"active": 1, "interrupted": 1, "terminal": 0}
+
+    followed, canceled = run(answer(card))
+    assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
+    assert canonical(canceled.status.state) == "canceled"
+    send = next(s for s in otel.spans("A2A SendMessage") if attrs(s)["a2a.task.id"] == waiting.id)
+    assert [attrs(s)["a2a.task.id"] for s in otel.spans("A2A SendMessage")] == [
+        waiting.id,
+        slow.id,
+        waiting.id,
+    ]
+    assert divergences(send) == [] and send.events == ()
+    cancel = otel.span("A2A CancelTask")
+    assert divergences(cancel) == ["heartbeat_gap"]
+    [gap] = [e for e in cancel.events if e.name == "a2a.divergence"]
+    assert gap.attributes is not None and gap.attributes["a2a.observation.age"] > HEARTBEAT
+    assert otel.points("a2a.divergence") == [
+        (
+            {
+                "a2a.divergence.reason": "heartbeat_gap",
+                "a2a.operation": "CancelTask",
+                "a2a.agent.name": agent.name,
+            },
+            1,
+        )
+    ]
+    assert sorted(otel.points("a2a.liveness.decisions"), key=str) == [
+        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1),
+        ({"a2a.decision.outcome": "divergent", "a2a.agent.name": agent.name}, 1),
+    ]
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
+    assert otel.points("a2a.tasks.stale") == []  # no agent has a task left to go stale
 
 
 def test_agent_name_and_etag_come_from_the_card(otel: Harness, peer: str) -> None:
