@@ -58,7 +58,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 
 PYTHON_AGENT = "otel-a2a Python test peer"  # tests/peers/python_peer.py card name
-NODE_AGENT = "otel-a2a Node test peer"  # otel_a2a/demo/node/echo_peer.mjs card name
+NODE_AGENT = "otel-a2a Node test peer"  # demo/node/echo_peer.mjs card name
 MOCK_AGENT = "otel-a2a misbehaving mock agent"  # the MockTransport agent below
 MOCK_BASE = "http://misbehaving-agent.test"
 AGENTS = (PYTHON_AGENT, NODE_AGENT, MOCK_AGENT)
@@ -498,7 +498,7 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
 
     Raises ``tests.support.peers.PeerStartError`` when a peer cannot start (Node missing).
     """
-    from otel_a2a.demo.scenario import PORT_TAKEN, free_port
+    from tests.support import PORT_TAKEN, free_port
     from tests.support.peers import start_peer
 
     peers: list[Any] = []
