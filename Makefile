@@ -2,7 +2,7 @@
 PY       ?= python3
 VENV     := .venv
 BIN      := $(VENV)/bin
-NODE_DIR := otel_a2a/demo/node
+NODE_DIR := demo/node
 
 .PHONY: all setup test lint bench demo clean
 
@@ -48,9 +48,9 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-py
-	$(BIN)/ruff check otel_a2a tests bench collector-config
-	$(BIN)/ruff format --check otel_a2a tests bench collector-config
-	$(BIN)/mypy --strict otel_a2a
+	$(BIN)/ruff check otel_a2a demo tests bench collector-config
+	$(BIN)/ruff format --check otel_a2a demo tests bench collector-config
+	$(BIN)/mypy --strict otel_a2a demo
 
 bench: setup .stamp-valgrind
 	$(BIN)/python -m bench

@@ -14,21 +14,22 @@ Needs Node >= 20 and the peer's packages (``make setup``); without them the row 
 from __future__ import annotations
 
 from bench import Row, check, median
-from otel_a2a.demo.scenario import ScenarioConfig, Timings, node_problem, run_scenario
+from demo.scenario import ScenarioConfig, Timings, problem, run_scenario
 
 RUNS = 3
 TIMINGS = Timings.scaled(heartbeat=1.0)
 
 
 def run() -> list[Row]:
-    problem = node_problem()
-    if problem is not None:
-        return [Row(f"incident: not measured ({problem})", "-")]
+    config = ScenarioConfig(variant="restart", timings=TIMINGS)
+    reason = problem(config)
+    if reason is not None:
+        return [Row(f"incident: not measured ({reason})", "-")]
     stale: list[float] = []
     detected: list[float] = []
     baseline: list[float] = []
     for _ in range(RUNS):
-        result = run_scenario(ScenarioConfig(variant="restart", timings=TIMINGS))
+        result = run_scenario(config)
         restart = result.restart_at
         if restart is None:
             return [Row("incident: ERROR the worker was never restarted", "-", "", False)]

@@ -16,27 +16,39 @@ parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug i
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _run_demo(args: argparse.Namespace) -> int:
-    # imported here so that other subcommands do not pay for the demo's imports
-    from otel_a2a.demo.scenario import ScenarioConfig, Timings, main
+# The demo ships in the source tree (``demo/`` beside ``otel_a2a/``), not in the wheel.
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+NO_DEMO = (
+    "otel-a2a demo: the demo ships in the source tree, not in the installed package: "
+    "clone the otel-a2a repository and run `make demo` there"
+)
 
-    timings = Timings.real() if args.real_timings else Timings.scaled(args.heartbeat)
-    config = ScenarioConfig(
-        variant=args.variant,
-        binding=args.binding,
-        streaming=args.streaming,
-        timings=timings,
-        keep_dir=args.keep,
-    )
-    return main(config, quiet=args.quiet)
+
+def _demo_cli() -> ModuleType | None:
+    """``demo.cli`` of the source tree this package runs from; None for an installed wheel."""
+    if not (SOURCE_ROOT / "pyproject.toml").is_file():
+        return None
+    if not (SOURCE_ROOT / "demo" / "cli.py").is_file():
+        return None
+    if sys.path[:1] != [str(SOURCE_ROOT)]:
+        sys.path.insert(0, str(SOURCE_ROOT))
+    return importlib.import_module("demo.cli")
+
+
+def _no_demo(args: argparse.Namespace) -> int:
+    print(NO_DEMO, file=sys.stderr)
+    return 2
 
 
 def _number(
@@ -64,48 +76,18 @@ _port = _number(int, lambda v: 0 <= v <= 65535, "an integer 0-65535 (0: any free
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from otel_a2a.demo.scenario import BINDINGS, VARIANTS
-
-    p = sub.add_parser(
-        "demo",
-        help="run the seeded incident end to end on loopback",
-        description=(
-            "Start a Node @a2a-js/sdk worker (durable file task store), a Python gateway and a "
-            "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
-            "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
-            "the detector behaved as specified. Spans go to the console (and to OTLP when "
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set); metrics are served for Prometheus."
-        ),
-    )
-    p.add_argument(
-        "--variant",
-        choices=VARIANTS,
-        default="restart",
-        help="restart: worker restarted mid-task; forget: it comes back with an empty store; "
-        "spelling: the gateway spells states 'Working'; both: restart + spelling; redeploy: "
-        "the card changes; healthy: no fault (default: restart)",
-    )
-    p.add_argument("--binding", choices=BINDINGS, default="JSONRPC", help="default: JSONRPC")
-    p.add_argument(
-        "--streaming",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="stream the job (default) or poll it with GetTask",
-    )
-    p.add_argument(
-        "--real-timings",
-        action="store_true",
-        help="the seed's values: heartbeat 30 s, card TTL 300 s (a run takes minutes)",
-    )
-    p.add_argument(
-        "--heartbeat",
-        type=_positive,
-        default=1.5,
-        help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
-    )
-    p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
-    p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
-    p.set_defaults(handler=_run_demo)
+    help_text = "run the seeded incident end to end on loopback"
+    demo = _demo_cli()
+    if demo is None:
+        # no options to know: whatever follows `demo` (`--variant ...` too) is taken as a
+        # positional, so that the answer is where to find the demo, not a usage error
+        p = sub.add_parser("demo", help=help_text, description=NO_DEMO, prefix_chars="\0")
+        p.add_argument("args", nargs="*")
+        p.set_defaults(handler=_no_demo)
+        return
+    p = sub.add_parser("demo", help=help_text)
+    demo.add_arguments(p, seconds=_positive)
+    p.set_defaults(handler=demo.run)
 
 
 def _run_check_card(args: argparse.Namespace) -> int:

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from otel_a2a.demo.scenario import node_problem
 from tests.support import in_ci
-from tests.support.peers import RunningPeer, start_peer
+from tests.support.peers import RunningPeer, node_problem, start_peer
 
 # Property tests assert properties, not speed: Hypothesis's default 200 ms deadline per
 # example is a wall-clock assert that a loaded 2-core CI machine can fail.
@@ -35,7 +34,7 @@ def python_peer(python_peer_process: RunningPeer) -> str:
 
 @pytest.fixture(scope="session")
 def node_peer_process() -> Iterator[RunningPeer]:
-    """The @a2a-js/sdk 1.3.0 peer (``otel_a2a/demo/node/echo_peer.mjs``), one per session.
+    """The @a2a-js/sdk 1.3.0 peer (``demo/node/echo_peer.mjs``), one per session.
 
     Without node or ``node_modules`` the fixture fails when ``CI=true`` (nothing that must run
     may be skipped there) and skips with the reason otherwise.

@@ -3,6 +3,7 @@ back, so that a file the start-up hook, type checkers or the licence need cannot
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -49,7 +50,30 @@ def test_typed_licensed_and_nothing_of_the_repository_but_the_package(
     tops = {n.split("/", 1)[0] for n in names if "/" in n}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"otel_a2a"}
     assert not [n for n in names if "node_modules" in n or "__pycache__" in n]
-    assert "otel_a2a/demo/node/package-lock.json" in names  # `npm ci` needs it
+    # the demo and its Node peers stay in the source tree
+    assert not [n for n in names if "demo" in n.split("/")[:-1]]
+    assert not [n for n in names if n.endswith((".mjs", "package.json", "package-lock.json"))]
+
+
+def test_the_installed_demo_verb_says_where_the_demo_is(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    """Run from the wheel's files alone, ``otel-a2a demo`` (any options) exits 2 saying that
+    the demo ships in the source tree, instead of a traceback or a usage error."""
+    wheel.extractall(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for argv in (["demo"], ["demo", "--variant", "spelling", "--quiet"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_a2a.cli", *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("otel-a2a demo: the demo ships in the source tree"), done
 
 
 def test_entry_points_and_extras(wheel: zipfile.ZipFile) -> None:
@@ -57,5 +81,6 @@ def test_entry_points_and_extras(wheel: zipfile.ZipFile) -> None:
     assert "a2a = otel_a2a.instrumentation:A2AInstrumentor" in entry_points
     assert "otel-a2a = otel_a2a.cli:main" in entry_points
     metadata = _dist_info(wheel, "METADATA")
-    assert "Provides-Extra: demo" in metadata
+    assert "Provides-Extra: dev" in metadata
+    assert "Provides-Extra: demo" not in metadata  # nothing of the demo is in the wheel
     assert "Requires-Dist: opentelemetry-exporter-prometheus>=0.63b0" in metadata

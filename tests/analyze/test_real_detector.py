@@ -19,6 +19,7 @@ queued and answered (no reset), a declared-huge body is refused at once, a body 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -32,68 +33,51 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx
 import pytest
 
 from otel_a2a.cli import main
+from tests.support.fake_agent import FakeAgent, Reply
 
 CLIENT = Path(__file__).with_name("view_client.py")
 DEADLINE = 60.0
 
 
 class _Agents:
-    """Two loopback A2A agents answering GetTask from a table; each answer waits for both."""
+    """Two fake agents answering GetTask from a table; each answer waits for both processes."""
+
+    VIEWS = ("gateway", "orchestrator")
 
     def __init__(self, answers: dict[str, dict[str, str]]) -> None:
-        self.answers = answers
-        self.barriers = {task: threading.Barrier(2, timeout=DEADLINE) for task in answers}
-        self.servers = {view: self._server(view) for view in ("gateway", "orchestrator")}
-        for server in self.servers.values():
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+        barriers = {task: threading.Barrier(2, timeout=DEADLINE) for task in answers}
+
+        def both_asked(agent: FakeAgent, request: httpx.Request) -> Reply | None:
+            try:
+                barriers[json.loads(request.content)["params"]["id"]].wait()
+            except threading.BrokenBarrierError:
+                return Reply(500, {"Content-Type": "text/plain"}, b"the other process never asked")
+            return None  # both processes are mid-request now: answer from the table
+
+        self._stack = contextlib.ExitStack()
+        self.urls = {
+            view: self._stack.enter_context(
+                FakeAgent(
+                    rpc_path="/a2a/jsonrpc",
+                    states={task: views[view] for task, views in answers.items()},
+                    misbehave=both_asked,
+                ).serve()
+            )
+            for view in self.VIEWS
+        }
 
     def url(self, view: str) -> str:
-        return f"http://127.0.0.1:{self.servers[view].server_address[1]}"
-
-    def _server(self, view: str) -> ThreadingHTTPServer:
-        agents = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                task_id = body["params"]["id"]
-                try:
-                    agents.barriers[task_id].wait()  # both processes are mid-request now
-                except threading.BrokenBarrierError:
-                    self.send_error(500, "the other process never asked")
-                    return
-                task = {
-                    "id": task_id,
-                    "contextId": "ctx-" + task_id,
-                    "status": {"state": agents.answers[task_id][view]},
-                }
-                payload = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": task})
-                data = payload.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        return server
+        return self.urls[view]
 
     def close(self) -> None:
-        for server in self.servers.values():
-            server.shutdown()
-            server.server_close()
+        self._stack.close()
 
 
 class _Lines:

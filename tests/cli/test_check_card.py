@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
-import select
 import socket
-import socketserver
 import threading
-import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from otel_a2a import check_card as check_card_module
 from otel_a2a.check_card import CardReport, card_url, check_card, check_card_async, render
 from otel_a2a.cli import main
-from tests.support.misbehaving import CARD, ETAG
+from tests.support.fake_agent import FakeAgent, Reply, json_reply
 from tests.support.planted import CARD_PATH, RPC_PATH, SECRET, PlantedAgent, planted_agent
 
 
@@ -43,50 +41,9 @@ def test_cli_prints_the_report(python_peer: str, capsys: pytest.CaptureFixture[s
     assert "result      ok" in out
 
 
-class _CardHandler(BaseHTTPRequestHandler):
-    """Cards that break the rules, served over a real socket (the first path segment picks)."""
-
-    def do_GET(self) -> None:
-        case = self.path.strip("/").split("/")[0]
-        if case == "flaky" and self.headers.get("If-None-Match"):
-            self.close_connection = True  # hang up without an answer: a failed revalidation
-            return
-        if case == "slow":  # headers, then one byte per moment: each read is quick
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            with contextlib.suppress(OSError):
-                while True:
-                    self.wfile.write(b" ")
-                    self.wfile.flush()
-                    time.sleep(0.05)  # the trickle itself, not synchronisation
-            return
-        raw = RAW_CASES.get(case)
-        if raw is not None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-            return
-        if case in CARD_CASES:
-            card: object = CARD_CASES[case]
-            headers: dict[str, str] = {}
-        else:
-            card, headers = CARD, {"ETag": ETAG, "Cache-Control": "max-age=60"}
-        body = b"<html>" if case == "html" else json.dumps(card).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html" if case == "html" else "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
+# Cards that break the rules, from the fake agent over a real socket (the first path segment
+# picks; any other path gets its good card, If-None-Match ignored).
+CARD = FakeAgent().card()
 BROKEN_CARD = {
     "name": "x",
     "supportedInterfaces": [{"url": "/relative", "protocolBinding": "SOAP"}],
@@ -100,18 +57,28 @@ RAW_CASES = {
     "deep": b"[" * 200_000,
     "huge": b'{"name": "' + b"x" * (9 * 1024 * 1024) + b'"}',
 }
+JSON = {"Content-Type": "application/json"}
+
+
+def _bad_cards(agent: FakeAgent, request: httpx.Request) -> Reply | None:
+    case = request.url.path.strip("/").split("/")[0]
+    if case == "flaky" and "if-none-match" in request.headers:
+        return Reply(raw=True)  # hang up without an answer: a failed revalidation
+    if case == "slow":  # headers, then one byte per moment (each read is quick) for ever
+        return Reply(200, JSON, itertools.repeat(b" "), pause=0.05)
+    if case in RAW_CASES:
+        return Reply(200, JSON, RAW_CASES[case])
+    if case in CARD_CASES:
+        return json_reply(CARD_CASES[case])
+    if case == "html":
+        return Reply(200, {"Content-Type": "text/html"}, b"<html>")
+    return None
 
 
 @pytest.fixture(scope="module")
 def card_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _CardHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with FakeAgent(revalidate=False, misbehave=_bad_cards).serve() as base:
+        yield base
 
 
 @pytest.fixture
@@ -313,184 +280,122 @@ def test_a_card_trickling_in_is_given_up_on(
     assert any("still arriving after 0.5 s" in e for e in report.errors), report.errors
 
 
-# Below HTTP: a loopback TCP server that answers each request with chunks sent a pause apart
-# (the pause comes before each chunk, the first included), watching between chunks whether the
-# client hung up. An answer gives up at the end of its chunks, when the client hangs up or when
-# the test ends, so a client that never gives up fails its test instead of hanging it.
+# Below HTTP: the fake agent answers each request with raw chunks sent a pause apart (the pause
+# comes before each chunk, the first included), watching between chunks whether the client
+# hung up. An answer gives up at the end of its chunks, when the client hangs up or when the
+# test ends, so a client that never gives up fails its test instead of hanging it.
 
 Answer = tuple[list[bytes], float]  # the chunks, the pause before each
 
 
-class _Exchange:
-    def __init__(self, answer: Callable[[bytes], Answer]) -> None:
-        self.answer = answer
-        self.heads: list[bytes] = []
-        self.sent = 0
-        self.hung_up = threading.Event()  # the client closed the connection mid-answer
-        self.stop = threading.Event()  # the test is over
+def _raw(answer: Callable[[httpx.Request], Answer]) -> FakeAgent:
+    def reply(agent: FakeAgent, request: httpx.Request) -> Reply:
+        chunks, pause = answer(request)
+        return Reply(body=chunks, pause=pause, raw=True, keep_alive=True)
 
-
-def _hung_up_within(conn: socket.socket, seconds: float, stop: threading.Event) -> bool:
-    """Whether the client closes ``conn`` within ``seconds`` (False once the test is over)."""
-    end = time.monotonic() + seconds
-    while not stop.is_set():
-        left = end - time.monotonic()
-        readable, _, _ = select.select([conn], [], [], min(max(left, 0.0), 0.1))
-        if readable:
-            try:
-                return conn.recv(1) == b""
-            except ConnectionResetError:
-                return True
-        if left <= 0:
-            return False
-    return False
-
-
-class _RawHandler(socketserver.BaseRequestHandler):
-    server: _RawServer
-    request: socket.socket
-
-    def handle(self) -> None:
-        exchange, conn = self.server.exchange, self.request
-        conn.settimeout(30)  # no recv or send outlives a test by much, whatever the client does
-        with contextlib.suppress(OSError):
-            while not exchange.stop.is_set():
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    data = conn.recv(4096)
-                    if not data:
-                        return
-                    head += data
-                exchange.heads.append(head)
-                chunks, pause = exchange.answer(head)
-                for chunk in chunks:
-                    if _hung_up_within(conn, pause, exchange.stop):
-                        exchange.hung_up.set()
-                        return
-                    if exchange.stop.is_set():
-                        return
-                    try:
-                        conn.sendall(chunk)
-                    except (BrokenPipeError, ConnectionResetError):  # not a send timeout
-                        exchange.hung_up.set()
-                        return
-                    exchange.sent += len(chunk)
-
-
-class _RawServer(socketserver.ThreadingTCPServer):
-    block_on_close = True  # server_close() joins the handler threads: none outlives its test
-
-    def __init__(self, exchange: _Exchange) -> None:
-        super().__init__(("127.0.0.1", 0), _RawHandler)
-        self.exchange = exchange
+    return FakeAgent(misbehave=reply)
 
 
 @pytest.fixture
-def raw_server() -> Iterator[Callable[[Callable[[bytes], Answer]], tuple[str, _Exchange]]]:
-    servers: list[_RawServer] = []
+def raw_server() -> Iterator[Callable[[Callable[[httpx.Request], Answer]], tuple[str, FakeAgent]]]:
+    with contextlib.ExitStack() as stack:
 
-    def start(answer: Callable[[bytes], Answer]) -> tuple[str, _Exchange]:
-        server = _RawServer(_Exchange(answer))
-        servers.append(server)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{server.server_address[1]}", server.exchange
+        def start(answer: Callable[[httpx.Request], Answer]) -> tuple[str, FakeAgent]:
+            agent = _raw(answer)
+            return stack.enter_context(agent.serve()), agent
 
-    yield start
-    for server in servers:
-        server.exchange.stop.set()
-        server.shutdown()
-        server.server_close()
+        yield start
 
 
 CARD_BODY = json.dumps(CARD).encode()
 CARD_HEAD = (
     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: max-age=60\r\n"
-    f"ETag: {ETAG}\r\nContent-Length: {len(CARD_BODY)}\r\n\r\n"
+    f"ETag: {FakeAgent().etag}\r\nContent-Length: {len(CARD_BODY)}\r\n\r\n"
 ).encode()
 TRICKLE_PAUSE = 0.5  # per byte of the head: about a minute for all of it, against a 1 s deadline
 
 
-def _card_at_once(head: bytes) -> Answer:
+def _card_at_once(request: httpx.Request) -> Answer:
     return [CARD_HEAD + CARD_BODY], 0.0
 
 
-def _card_head_trickling(head: bytes) -> Answer:
+def _card_head_trickling(request: httpx.Request) -> Answer:
     """A good card, once the status line and headers have come one byte at a time."""
     return [CARD_HEAD[i : i + 1] for i in range(len(CARD_HEAD))] + [CARD_BODY], TRICKLE_PAUSE
 
 
-def _silence(head: bytes) -> Answer:
+def _silence(request: httpx.Request) -> Answer:
     """Nothing for a minute (the client's 10 s read timeout would end it after 10)."""
     return [CARD_HEAD + CARD_BODY], 60.0
 
 
 def test_headers_trickling_in_are_given_up_on(
-    raw_server: Callable[[Callable[[bytes], Answer]], tuple[str, _Exchange]],
+    raw_server: Callable[[Callable[[httpx.Request], Answer]], tuple[str, FakeAgent]],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each header byte arrives well within the read timeout: the deadline covers the headers
     too, the command says so and exits 2, and the connection is closed, not left open."""
     monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 2.0)  # a head byte is due every 0.5 s
-    base, exchange = raw_server(_card_head_trickling)
+    base, agent = raw_server(_card_head_trickling)
     assert main(["check-card", base]) == 2
     out = capsys.readouterr().out
     assert "ERROR       fetch failed: _FetchRefused: still arriving after 2 s" in out, out
     assert "result      unusable" in out
     # the old check, made after each chunk of body only, said the same once the head was in
-    assert 0 < exchange.sent < len(CARD_HEAD), "the headers were waited for to the end"
-    assert exchange.hung_up.wait(30), "the client left the connection open"
+    assert 0 < agent.sent < len(CARD_HEAD), "the headers were waited for to the end"
+    assert agent.hung_up.wait(30), "the client left the connection open"
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_silence_after_the_request_is_given_up_on_at_the_deadline(
-    raw_server: Callable[[Callable[[bytes], Answer]], tuple[str, _Exchange]],
+    raw_server: Callable[[Callable[[httpx.Request], Answer]], tuple[str, FakeAgent]],
     monkeypatch: pytest.MonkeyPatch,
     backend: str,
 ) -> None:
     """A deadline shorter than the read timeout ends the wait for a status line, under either
     event loop :func:`check_card_async` supports."""
     monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 1.0)
-    base, exchange = raw_server(_silence)
+    base, agent = raw_server(_silence)
     report = anyio.run(check_card_async, base, backend=backend)
     assert report.exit_code == 2
     assert report.errors == ["fetch failed: _FetchRefused: still arriving after 1 s"]
-    assert exchange.hung_up.wait(30), "the client left the connection open"
-    assert exchange.sent == 0
+    assert agent.hung_up.wait(30), "the client left the connection open"
+    assert agent.sent == 0
 
 
 def test_revalidation_trickling_in_is_given_up_on(
-    raw_server: Callable[[Callable[[bytes], Answer]], tuple[str, _Exchange]],
+    raw_server: Callable[[Callable[[httpx.Request], Answer]], tuple[str, FakeAgent]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The revalidation has a deadline of its own: a failed one is a warning, as before."""
     monkeypatch.setattr(check_card_module, "FETCH_DEADLINE", 2.0)  # a head byte is due every 0.5 s
 
-    def answer(head: bytes) -> Answer:
-        revalidating = b"if-none-match:" in head.lower()
-        return (_card_head_trickling if revalidating else _card_at_once)(head)
+    def answer(request: httpx.Request) -> Answer:
+        revalidating = "if-none-match" in request.headers
+        return (_card_head_trickling if revalidating else _card_at_once)(request)
 
-    base, exchange = raw_server(answer)
+    base, agent = raw_server(answer)
     report = check_card(base)
     assert report.exit_code == 0, render(report)
     assert report.revalidation == "failed: _FetchRefused"
     assert "revalidation failed: _FetchRefused: still arriving after 2 s" in report.warnings
-    assert len(exchange.heads) == 2
+    assert len(agent.requests) == 2
     answered = len(CARD_HEAD) + len(CARD_BODY)
-    assert answered < exchange.sent < answered + len(CARD_HEAD), "the headers were waited for"
-    assert exchange.hung_up.wait(30), "the client left the connection open"
+    assert answered < agent.sent < answered + len(CARD_HEAD), "the headers were waited for"
+    assert agent.hung_up.wait(30), "the client left the connection open"
 
 
 def test_an_enormous_header_block_is_refused(
-    raw_server: Callable[[Callable[[bytes], Answer]], tuple[str, _Exchange]],
+    raw_server: Callable[[Callable[[httpx.Request], Answer]], tuple[str, FakeAgent]],
 ) -> None:
     """Header lines without end: httpcore's h11 refuses a head over 100 KiB (its
     max_incomplete_event_size), long before the server would stop at 64 MiB or the deadline."""
     block = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000) for i in range(64))
     chunks = [b"HTTP/1.1 200 OK\r\n", *[block] * 1024]
-    base, exchange = raw_server(lambda head: (chunks, 0.0))
+    base, agent = raw_server(lambda request: (chunks, 0.0))
     report = check_card(base)
     assert report.exit_code == 2
     assert report.errors == ["fetch failed: RemoteProtocolError: Receive buffer too long"]
-    assert exchange.hung_up.wait(30), "the client left the connection open"
-    assert exchange.sent < sum(map(len, chunks)) // 16
+    assert agent.hung_up.wait(30), "the client left the connection open"
+    assert agent.sent < sum(map(len, chunks)) // 16

@@ -1,6 +1,7 @@
 """End to end: the seeded incident over real processes (issue 5 §3).
 
-Each test runs one variant of ``otel_a2a.demo.scenario`` (the runner behind ``otel-a2a demo``):
+Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner
+behind ``otel-a2a demo``):
 a Node ``@a2a-js/sdk`` worker with a durable file store, the Python gateway, and a Python
 a2a-sdk orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in
 a temporary folder. The assertions read what the orchestrator exported: its console spans and
@@ -9,23 +10,15 @@ its Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision 
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 from pathlib import Path
 
 import pytest
 
-from otel_a2a.demo.scenario import (
-    ScenarioConfig,
-    ScenarioResult,
-    Timings,
-    decision_spans,
-    node_problem,
-    render,
-    run_scenario,
-    span_reasons,
-)
-from otel_a2a.protocol import parse_timestamp
+from demo.scenario import ScenarioConfig, ScenarioResult, Timings, problem, render, run_scenario
+from otel_a2a.cli import main
 from tests.support import in_ci
 
 pytestmark = pytest.mark.node
@@ -35,12 +28,12 @@ BINDINGS = ["JSONRPC", "HTTP+JSON"]
 
 
 def _run(variant: str, binding: str = "JSONRPC", *, streaming: bool = True) -> ScenarioResult:
-    problem = node_problem()
-    if problem is not None:
-        if in_ci():
-            pytest.fail(f"CI=true but the Node worker cannot run: {problem}", pytrace=False)
-        pytest.skip(problem)
     config = ScenarioConfig(variant=variant, binding=binding, streaming=streaming, timings=TIMINGS)
+    reason = problem(config)
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the demo cannot run: {reason}", pytrace=False)
+        pytest.skip(reason)
     result = run_scenario(config)
     _assert_cleaned_up(result)
     return result
@@ -71,13 +64,9 @@ def _assert_ok(result: ScenarioResult) -> None:
 
 def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str]]:
     assert result.restart_at is not None
-    after = [
-        s
-        for s in decision_spans(result.spans)
-        if (parse_timestamp(s.get("start_time")) or 0.0) >= result.restart_at
-    ]
+    after = result.decisions(after=result.restart_at)
     assert after, "no liveness decision after the restart\n" + _report(result)
-    return str(after[0].get("name")), span_reasons(after[0])
+    return after[0].name, list(after[0].reasons)
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -153,19 +142,17 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(binding: str) 
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
 
 
-def test_an_installed_demo_without_its_peers_names_the_missing_install_steps(
+def test_a_demo_without_its_python_peers_names_the_missing_install_step(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`pip install otel-a2a` has no a2a-sdk server or uvicorn: the demo says which extra,
-    before starting any process."""
-    import importlib.util
-
-    from otel_a2a.demo import scenario
-
+    """Without uvicorn (the gateway's server) ``otel-a2a demo`` says what is missing and how to
+    install it, before starting any process."""
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a)
     )
-    assert scenario.python_problem() == "uvicorn not installed: pip install 'otel-a2a[demo]'"
-    assert scenario.main(scenario.ScenarioConfig(), quiet=True) == 2
-    assert "pip install 'otel-a2a[demo]'" in capsys.readouterr().err
+    assert main(["demo", "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "otel-a2a demo could not run: uvicorn not installed: "
+        "run `make setup` (or pip install -e '.[dev]')\n"
+    )

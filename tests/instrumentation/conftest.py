@@ -1,13 +1,11 @@
-"""An in-memory OpenTelemetry SDK around each test, and a fake A2A agent for MockTransport."""
+"""An in-memory OpenTelemetry SDK around each test; the fake agent is in ``tests/support``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
@@ -146,100 +144,3 @@ def ahead(monkeypatch: pytest.MonkeyPatch) -> AheadClock:
 
 
 V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
-STATES_V1 = {
-    "working": "TASK_STATE_WORKING",
-    "completed": "TASK_STATE_COMPLETED",
-    "failed": "TASK_STATE_FAILED",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-}
-
-
-@dataclass
-class FakeAgent:
-    """A minimal A2A v1.0 JSON-RPC agent behind ``httpx.MockTransport``.
-
-    ``states[task_id]`` is the wire spelling GetTask returns; a missing task answers -32001.
-    """
-
-    base: str = "http://agent.test"
-    etag: str = 'W/"v1"'
-    heartbeat: float = 30.0
-    states: dict[str, str] = field(default_factory=dict)
-    sse: list[bytes] = field(default_factory=list)
-    requests: list[httpx.Request] = field(default_factory=list)
-
-    def card(self) -> dict[str, Any]:
-        return {
-            "name": "Fake Agent",
-            "description": "test",
-            "version": "1.0.0",
-            "supportedInterfaces": [
-                {"url": f"{self.base}/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
-            ],
-            "capabilities": {
-                "streaming": True,
-                "extensions": [
-                    {
-                        "uri": "urn:otel-a2a:heartbeat:v1",
-                        "params": {"intervalSeconds": self.heartbeat},
-                    }
-                ],
-            },
-            "defaultInputModes": ["text/plain"],
-            "defaultOutputModes": ["text/plain"],
-            "skills": [],
-        }
-
-    def task(self, task_id: str) -> dict[str, Any]:
-        return {
-            "id": task_id,
-            "contextId": "ctx-1",
-            "status": {"state": self.states[task_id]},
-            "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "secret"}]}],
-        }
-
-    def handler(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        if request.url.path == "/.well-known/agent-card.json":
-            if request.headers.get("if-none-match") == self.etag:
-                return httpx.Response(304, headers={"ETag": self.etag})
-            return httpx.Response(
-                200, json=self.card(), headers={"ETag": self.etag, "Cache-Control": "max-age=60"}
-            )
-        body = json.loads(request.content)
-        method, params, rid = body["method"], body.get("params", {}), body.get("id")
-        if method == "GetExtendedAgentCard":
-            extended = {**self.card(), "name": "Fake Agent (extended)", "version": "1.0.1"}
-            return httpx.Response(200, json={"jsonrpc": "2.0", "id": rid, "result": extended})
-        if method in ("SendStreamingMessage", "SubscribeToTask"):
-            return httpx.Response(
-                200, headers={"Content-Type": "text/event-stream"}, content=iter(self.sse)
-            )
-        task_id = params.get("id") or params.get("message", {}).get("taskId") or "task-new"
-        if method == "SendMessage" and task_id not in self.states:
-            self.states[task_id] = "TASK_STATE_WORKING"
-        if task_id not in self.states:
-            return httpx.Response(
-                200,
-                json={
-                    "jsonrpc": "2.0",
-                    "id": rid,
-                    "error": {"code": -32001, "message": "Task not found"},
-                },
-            )
-        result: dict[str, Any] = self.task(task_id)
-        if method == "SendMessage":
-            result = {"task": result}
-        return httpx.Response(200, json={"jsonrpc": "2.0", "id": rid, "result": result})
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(transport=httpx.MockTransport(self.handler), base_url=self.base)
-
-    def rpc(
-        self, client: httpx.Client, method: str, params: dict[str, Any], **kwargs: Any
-    ) -> httpx.Response:
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return client.post("/a2a", json=body, headers={"A2A-Version": "1.0"}, **kwargs)
-
-
-AgentFactory = Callable[..., FakeAgent]

@@ -15,7 +15,8 @@ import pytest
 from otel_a2a import liveness_decision
 from otel_a2a.instrumentation import collection
 from otel_a2a.instrumentation.runtime import Runtime
-from tests.instrumentation.conftest import Clock, FakeAgent, Harness, divergences
+from tests.instrumentation.conftest import Clock, Harness, divergences
+from tests.support.fake_agent import FakeAgent
 
 
 def pretend_collecting(on: bool) -> None:

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_a2a import DivergenceReason, TaskStateDivergenceError, liveness_decision
 from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation import DivergenceSpanProcessor
-from tests.instrumentation.conftest import FakeAgent, Harness, divergences, make_harness
+from tests.instrumentation.conftest import Harness, divergences, make_harness
+from tests.support.fake_agent import FakeAgent
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.misbehaving import CASES, misbehaving_server
+from tests.support.fake_agent import CASES, misbehaving_agent
 
 SCRIPT = Path(__file__).with_name("differential_client.py")
 
@@ -40,7 +40,7 @@ def _run(base: str, enabled: bool) -> dict[str, Any]:
 
 
 def test_instrumented_application_sees_exactly_the_same() -> None:
-    with misbehaving_server() as base:
+    with misbehaving_agent().serve() as base:
         plain = _run(base, enabled=False)
         instrumented = _run(base, enabled=True)
     assert plain["instrumented"] is False

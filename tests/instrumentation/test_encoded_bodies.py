@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.instrumentation.conftest import Harness, make_harness
-from tests.support.misbehaving import BOMB, BOMB_TEXT_BYTES, bomb_response, misbehaving_server
+from tests.support.fake_agent import BOMB, BOMB_TEXT_BYTES, bomb_body, misbehaving_agent
 
 GET_TASK = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}
 LIMIT = 1024 * 1024
@@ -19,7 +19,7 @@ LIMIT = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with misbehaving_server() as base:
+    with misbehaving_agent().serve() as base:
         yield base
 
 
@@ -54,7 +54,7 @@ def test_encoded_task_is_observed(harness: Harness, server: str, case: str, stre
 
 def test_a_gzip_bomb_costs_at_most_the_body_limit(harness: Harness, server: str) -> None:
     raw = 0
-    bomb_response()  # built (and cached) by the server before memory is traced
+    bomb_body()  # built (and cached) for the server before memory is traced
     with httpx.Client() as client:
         tracemalloc.start()
         try:

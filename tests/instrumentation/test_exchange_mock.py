@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_a2a import liveness_decision
 from otel_a2a.protocol.jcs import canonicalize as jcs
-from tests.instrumentation.conftest import V1, Clock, FakeAgent, Harness, divergences
+from tests.instrumentation.conftest import V1, Clock, Harness, divergences
+from tests.support.fake_agent import FakeAgent
 
 BASE = "http://agent.test"
 

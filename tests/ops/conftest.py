@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_a2a.demo.scenario import node_problem
 from tests.support import in_ci
 from tests.support.instrumented_run import (
     DIVERGENCES_PER_ROUND,
     InstrumentedRun,
     start_instrumented_run,
 )
+from tests.support.peers import node_problem
 from tests.support.prom import (
     ALERTMANAGER,
     PROMETHEUS,

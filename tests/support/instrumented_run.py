@@ -6,7 +6,7 @@ Two halves in one module:
   on ``httpx`` that never imports ``otel_a2a``. It is started with ``OTEL_A2A_ENABLED=true`` and
   the standard ``OTEL_*`` variables, so the ``.pth`` hook instruments it and, at its first A2A
   operation, configures the OpenTelemetry SDK with the Prometheus reader: the process serves
-  the otel-a2a metrics on ``/metrics`` for as long as it runs;
+  the metric contract's instruments (docs/semantic-conventions.md) on ``/metrics`` for as long as it runs;
 - the **harness** (:func:`start_instrumented_run`): starts the real test peers (a2a-sdk and
   @a2a-js/sdk, ``tests/support/peers.py``) and the script, and drives it over stdin/stdout.
 
@@ -14,11 +14,11 @@ The client talks to three agents:
 
 - the Python and the Node test peers (real servers, JSON-RPC v1.0), heartbeat overridden to
   ``heartbeat`` seconds with ``OTEL_A2A_HEARTBEAT_OVERRIDES`` (their cards advertise 30 s);
-- a misbehaving agent served by an ``httpx.MockTransport`` inside the script, scripted per task
-  id: the wire shapes real peers cannot be made to send on demand (non-canonical and unknown
-  state spellings, a terminal state that becomes live again, TaskNotFound for a live task, a
-  card whose etag changes, a brotli-encoded response). The instrumented code path is the same:
-  ``httpx.Client.send``.
+- the fake agent (``tests/support/fake_agent.py``) behind an ``httpx.MockTransport`` inside the
+  script, scripted per task id: the wire shapes real peers cannot be made to send on demand
+  (non-canonical and unknown state spellings, a terminal state that becomes live again,
+  TaskNotFound for a live task, a card whose etag changes, a brotli-encoded response). The
+  instrumented code path is the same: ``httpx.Client.send``.
 
 Phases:
 
@@ -37,9 +37,7 @@ stdin ``bump`` runs one round; ``exit`` or EOF ends the script. Failures print `
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
-import json
 import os
 import select
 import signal
@@ -53,14 +51,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import brotli
 import httpx
+
+from tests.support.fake_agent import NOT_FOUND, Encoded, FakeAgent
 
 REPO = Path(__file__).resolve().parents[2]
 
 PYTHON_AGENT = "otel-a2a Python test peer"  # tests/peers/python_peer.py card name
-NODE_AGENT = "otel-a2a Node test peer"  # otel_a2a/demo/node/echo_peer.mjs card name
-MOCK_AGENT = "otel-a2a misbehaving mock agent"  # the MockTransport agent below
+NODE_AGENT = "otel-a2a Node test peer"  # demo/node/echo_peer.mjs card name
+MOCK_AGENT = "otel-a2a misbehaving mock agent"  # the fake agent's name here
 MOCK_BASE = "http://misbehaving-agent.test"
 AGENTS = (PYTHON_AGENT, NODE_AGENT, MOCK_AGENT)
 PEER_AGENTS = (PYTHON_AGENT, NODE_AGENT)
@@ -94,94 +93,6 @@ PORT_ATTEMPTS = 3  # the Prometheus exporter port is picked free, then bound by 
 A2A_HEADERS = {"content-type": "application/json", "a2a-version": "1.0"}
 
 
-# --- the misbehaving agent (MockTransport) ------------------------------------------------------
-
-
-class MockAgent:
-    """Answers JSON-RPC v1.0 ``GetTask`` / ``CancelTask`` from a per-task script.
-
-    ``script(task_id, *answers)`` queues answers: a state spelling (``"TASK_STATE_WORKING"``,
-    ``"Working"``, ``"paused"``), ``NOT_FOUND``, or ``(BROTLI, state)`` for a response carrying
-    ``Content-Encoding: br``.
-    """
-
-    NOT_FOUND = "<TaskNotFound>"
-    BROTLI = "<br>"
-
-    def __init__(self) -> None:
-        self.card_version = 0
-        self.answers: dict[str, collections.deque[Any]] = {}
-
-    def script(self, task_id: str, *answers: Any) -> None:
-        self.answers.setdefault(task_id, collections.deque()).extend(answers)
-
-    def card(self) -> dict[str, Any]:
-        return {
-            "name": MOCK_AGENT,
-            "description": "Scripted misbehaviour for the otel-a2a operations tests",
-            "version": f"1.{self.card_version}",
-            "supportedInterfaces": [
-                {
-                    "url": f"{MOCK_BASE}/a2a/jsonrpc",
-                    "protocolBinding": "JSONRPC",
-                    "protocolVersion": "1.0",
-                }
-            ],
-            "capabilities": {"streaming": False},
-            "defaultInputModes": ["text/plain"],
-            "defaultOutputModes": ["text/plain"],
-            "skills": [],
-        }
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "GET" and request.url.path == "/.well-known/agent-card.json":
-            return httpx.Response(
-                200,
-                json=self.card(),
-                headers={"etag": f'W/"mock-card-{self.card_version}"'},
-            )
-        if request.method != "POST" or request.url.path != "/a2a/jsonrpc":
-            return httpx.Response(404)
-        rpc = json.loads(request.content)
-        task_id = rpc["params"]["id"]
-        queue = self.answers.get(task_id)
-        if not queue:
-            raise AssertionError(f"mock agent: no scripted answer for {rpc['method']} {task_id}")
-        answer = queue.popleft()
-        if answer == self.NOT_FOUND:
-            body = {
-                "jsonrpc": "2.0",
-                "id": rpc["id"],
-                "error": {
-                    "code": -32001,
-                    "message": "Task not found",
-                    "data": [
-                        {
-                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                            "reason": "TASK_NOT_FOUND",
-                            "domain": "a2a-protocol.org",
-                            "metadata": {},
-                        }
-                    ],
-                },
-            }
-            return httpx.Response(200, json=body)
-        if isinstance(answer, tuple) and answer[0] == self.BROTLI:
-            # Really compressed (brotli is a dev dependency, so httpx decodes it for the
-            # application). Streamed (an iterator, not pre-read bytes), otel-a2a sees the raw
-            # bytes, does not decode br, and must count an error.
-            task = {"id": task_id, "contextId": f"ctx-{task_id}", "status": {"state": answer[1]}}
-            raw = json.dumps({"jsonrpc": "2.0", "id": rpc["id"], "result": task}).encode()
-            return httpx.Response(
-                200,
-                content=iter([brotli.compress(raw)]),
-                headers={"content-encoding": "br", "content-type": "application/json"},
-            )
-        task = {"id": task_id, "contextId": f"ctx-{task_id}", "status": {"state": answer}}
-        body = {"jsonrpc": "2.0", "id": rpc["id"], "result": task}
-        return httpx.Response(200, json=body)
-
-
 # --- the client ------------------------------------------------------------------------------
 
 
@@ -192,10 +103,18 @@ class Client:
         self.peers = peers  # agent name -> base URL
         self.heartbeat = heartbeat
         self.http = httpx.Client(timeout=20.0)
-        self.mock = MockAgent()
-        self.mock_http = httpx.Client(
-            transport=httpx.MockTransport(self.mock.handle), base_url=MOCK_BASE, timeout=5.0
+        # no heartbeat on its card, no caching headers; version and ETag change per round
+        self.mock = FakeAgent(
+            base=MOCK_BASE,
+            name=MOCK_AGENT,
+            version="1.0",
+            etag='W/"mock-card-0"',
+            heartbeat=None,
+            streaming=False,
+            cache_control=None,
+            rpc_path="/a2a/jsonrpc",
         )
+        self.mock_http = self.mock.client(timeout=5.0)
         self._ids = 0
         self.round = 0
 
@@ -317,7 +236,7 @@ class Client:
 
         m = f"r{k}"
         # TaskNotFound for a task last seen working: task_lost (the second poll is redundant)
-        self.mock.script(f"lost-{m}", "TASK_STATE_WORKING", MockAgent.NOT_FOUND)
+        self.mock.script(f"lost-{m}", "TASK_STATE_WORKING", NOT_FOUND)
         self.mock_get(f"lost-{m}")
         self.mock_get(f"lost-{m}")
         # completed, then working again: terminal_regression (redundant poll of a terminal
@@ -339,11 +258,11 @@ class Client:
         # the card changes (redeploy) between the poll and the cancel: etag_changed
         self.mock.script(f"etag-{m}", "TASK_STATE_WORKING", "TASK_STATE_CANCELED")
         self.mock_get(f"etag-{m}")
-        self.mock.card_version += 1
+        self.mock.version, self.mock.etag = f"1.{k}", f'W/"mock-card-{k}"'
         self.mock_card()
         self.mock_cancel(f"etag-{m}")
         # a brotli-encoded response read as a stream: an instrumentation error, no observation
-        self.mock.script(f"br-{m}", (MockAgent.BROTLI, "TASK_STATE_COMPLETED"))
+        self.mock.script(f"br-{m}", Encoded("TASK_STATE_COMPLETED", "br"))
         self.mock_get_streamed(f"br-{m}")
 
         # The heartbeat passes (this is the incident's clock, not synchronisation): the
@@ -499,7 +418,7 @@ def start_instrumented_run(heartbeat: float = 1.0, ready_timeout: float = 60.0) 
 
     Raises ``tests.support.peers.PeerStartError`` when a peer cannot start (Node missing).
     """
-    from otel_a2a.demo.scenario import PORT_TAKEN, free_port
+    from tests.support import PORT_TAKEN, free_port
     from tests.support.peers import start_peer
 
     peers: list[Any] = []

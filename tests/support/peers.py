@@ -3,7 +3,8 @@
 Two peers with the same behaviour (see ``tests/peers/python_peer.py``):
 
 - ``"python"``: a2a-sdk 1.3 (``tests/peers/python_peer.py``), run with this interpreter;
-- ``"node"``: @a2a-js/sdk 1.3.0 (``otel_a2a/demo/node/echo_peer.mjs``), run with ``node``.
+- ``"node"``: @a2a-js/sdk 1.3.0 (``demo/node/echo_peer.mjs``, beside the demo's Node worker
+  with which it shares ``node_modules``), run with ``node``.
 
 Both listen on 127.0.0.1 on a free port chosen at run time and print ``READY <base_url>`` once
 they accept connections. Nothing is written to disk: stdout and stderr are read through pipes
@@ -30,18 +31,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from otel_a2a.demo.scenario import NODE_DIR, free_port, node_problem
+from tests.support import free_port
 
 Runtime = Literal["python", "node"]
 RUNTIMES: tuple[Runtime, ...] = ("python", "node")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_PEER = REPO_ROOT / "tests" / "peers" / "python_peer.py"
+NODE_DIR = REPO_ROOT / "demo" / "node"  # one package.json, one `npm ci`, for every Node peer
 NODE_PEER = NODE_DIR / "echo_peer.mjs"
 
 DEFAULT_READY_TIMEOUT = 30.0
 _STDERR_LINES = 400
 _EOF = object()
+
+
+def node_problem() -> str | None:
+    """Why the Node peer cannot run here (no ``node``, or no ``npm ci`` in ``NODE_DIR``)."""
+    if shutil.which("node") is None:
+        return "`node` is not on PATH (Node >= 20 is needed for the @a2a-js/sdk peer)"
+    modules = NODE_DIR / "node_modules"
+    for package in ("@a2a-js/sdk", "express"):
+        if not (modules / package / "package.json").is_file():
+            return f"{modules / package} is missing: run `make setup` (npm ci in {NODE_DIR})"
+    return None
 
 
 class PeerStartError(RuntimeError):

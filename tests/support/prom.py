@@ -25,8 +25,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from otel_a2a.demo.scenario import free_port
-from tests.support import in_ci
+from tests.support import free_port, in_ci
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """The demo's orchestrator: a plain a2a-sdk client, the way a real service would write one.
 
-    python -m otel_a2a.demo.orchestrator --agent http://127.0.0.1:G [options]
+    python demo/orchestrator.py --agent http://127.0.0.1:G [options]
 
 It imports nothing from otel-a2a: it is instrumented only by ``OTEL_A2A_ENABLED=true`` in its
 environment (the interpreter-start hook), which is the point of the demo. What it does:
@@ -164,7 +164,7 @@ class Orchestrator:
         self.task_id = ""
         self.context_id = ""
         self.agent_url = ""
-        self.tracer = trace.get_tracer("otel_a2a.demo.orchestrator")
+        self.tracer = trace.get_tracer("demo.orchestrator")
         self.started = asyncio.Event()
         self.stream_open = False
 

@@ -1,6 +1,6 @@
 """The demo's gateway: forwards A2A between the orchestrator and the worker.
 
-    python -m otel_a2a.demo.gateway --upstream http://127.0.0.1:W [--port N] [--respell]
+    python demo/gateway.py --upstream http://127.0.0.1:W [--port N] [--respell]
 
 Prints ``READY <base_url>`` on stdout once it accepts connections (``--port 0`` picks a free
 port). What it forwards:

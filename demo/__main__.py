@@ -1,4 +1,4 @@
-"""``python -m otel_a2a.demo [options]``: the same as ``otel-a2a demo``."""
+"""``python -m demo [options]`` from the repository root: the same as ``otel-a2a demo``."""
 
 from __future__ import annotations
 

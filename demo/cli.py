@@ -1,0 +1,65 @@
+"""The ``otel-a2a demo`` verb's options and handler: ``otel_a2a.cli`` adds them to its parser
+when it runs from a source tree that has this folder."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from demo.model import BINDINGS, VARIANTS, ScenarioConfig, Timings
+
+DESCRIPTION = (
+    "Start a Node @a2a-js/sdk worker (durable file task store), a Python gateway and a "
+    "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
+    "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
+    "the detector behaved as specified. Spans go to the console (and to OTLP when "
+    "OTEL_EXPORTER_OTLP_ENDPOINT is set); metrics are served for Prometheus."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> None:
+    """The verb's options; ``seconds`` parses a number of seconds > 0 (the CLI's own type)."""
+    p.description = DESCRIPTION
+    p.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        default="restart",
+        help="restart: worker restarted mid-task; forget: it comes back with an empty store; "
+        "spelling: the gateway spells states 'Working'; both: restart + spelling; redeploy: "
+        "the card changes; healthy: no fault (default: restart)",
+    )
+    p.add_argument("--binding", choices=BINDINGS, default="JSONRPC", help="default: JSONRPC")
+    p.add_argument(
+        "--streaming",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stream the job (default) or poll it with GetTask",
+    )
+    p.add_argument(
+        "--real-timings",
+        action="store_true",
+        help="the seed's values: heartbeat 30 s, card TTL 300 s (a run takes minutes)",
+    )
+    p.add_argument(
+        "--heartbeat",
+        type=seconds,
+        default=1.5,
+        help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
+    p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
+
+
+def run(args: argparse.Namespace) -> int:
+    # imported when the verb runs, so that other verbs do not pay for the run's imports
+    from demo.scenario import main
+
+    timings = Timings.real() if args.real_timings else Timings.scaled(args.heartbeat)
+    config = ScenarioConfig(
+        variant=args.variant,
+        binding=args.binding,
+        streaming=args.streaming,
+        timings=timings,
+        keep_dir=args.keep,
+    )
+    return main(config, quiet=args.quiet)

@@ -1,0 +1,239 @@
+"""Judging a demo run: what the orchestrator exported, read back, and the checks of the seeded
+incident against it (the verdict behind ``RESULT: PASS``)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from demo.model import (
+    EXPECTED_AFTER_RESTART,
+    RESPELLING,
+    RESTARTING,
+    Check,
+    Divergence,
+    ScenarioResult,
+)
+from otel_a2a.protocol import parse_timestamp
+
+
+def parse_console_spans(text: str) -> list[dict[str, Any]]:
+    """Spans from ``ConsoleSpanExporter`` output: concatenated JSON objects, maybe with noise."""
+    decoder = json.JSONDecoder()
+    spans: list[dict[str, Any]] = []
+    i, n = 0, len(text)
+    while i < n:
+        start = text.find("{", i)
+        if start < 0:
+            break
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except ValueError:
+            i = start + 1
+            continue
+        if isinstance(obj, dict) and "name" in obj and "context" in obj:
+            spans.append(obj)
+        i = end
+    return spans
+
+
+def parse_prometheus(text: str) -> list[Sample]:
+    """Every sample of a Prometheus text exposition (``/metrics``)."""
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def scrape(url: str, timeout: float = 2.0) -> list[Sample] | None:
+    """The samples ``url`` serves now; None when it cannot be read or parsed."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            body: bytes = response.read()
+        return parse_prometheus(body.decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
+    found: list[Divergence] = []
+    for span in spans:
+        attrs = span.get("attributes") or {}
+        for event in span.get("events") or []:
+            if event.get("name") != "a2a.divergence":
+                continue
+            ev_attrs = event.get("attributes") or {}
+            found.append(
+                Divergence(
+                    t=parse_timestamp(event.get("timestamp"))
+                    or parse_timestamp(span.get("start_time"))
+                    or 0.0,
+                    reason=str(ev_attrs.get("a2a.divergence.reason", "?")),
+                    span=str(span.get("name", "?")),
+                    operation=str(attrs.get("a2a.operation", span.get("name", "?"))),
+                    attributes=dict(ev_attrs),
+                    span_attributes=dict(attrs),
+                )
+            )
+    found.sort(key=lambda d: d.t)
+    return found
+
+
+def _first_learned(result: ScenarioResult, after: float) -> float | None:
+    for step in result.timeline:
+        t = float(step.get("t", 0.0))
+        if t >= after and (step.get("terminal") or step.get("step") == "learned"):
+            return t
+    return None
+
+
+def evaluate(result: ScenarioResult) -> list[Check]:
+    """Did the detector behave as specified for this variant?"""
+    cfg = result.config
+    variant, t = cfg.variant, cfg.timings
+    checks: list[Check] = []
+    exit_steps = [s for s in result.timeline if s.get("step") == "exit"]
+    checks.append(
+        Check(
+            "orchestrator ran to the end",
+            bool(exit_steps) and exit_steps[-1].get("code") == 0,
+            f"exit step code {exit_steps[-1].get('code') if exit_steps else 'missing'}, "
+            f"process exit code {result.orchestrator_code}",
+        )
+    )
+    a2a_spans = [s for s in result.spans if str(s.get("name", "")).startswith("A2A ")]
+    checks.append(
+        Check(
+            "instrumented by OTEL_A2A_ENABLED alone",
+            bool(a2a_spans) and bool(result.metrics),
+            f"{len(a2a_spans)} 'A2A *' spans, {len(result.metrics)} Prometheus samples",
+        )
+    )
+    if variant in RESTARTING:
+        restart = result.restart_at
+        after = [] if restart is None else result.decisions(after=restart)
+        expected = EXPECTED_AFTER_RESTART[variant]
+        learned = _first_learned(result, restart or 0.0)
+        if not after and not cfg.streaming and learned is not None:
+            checks.append(
+                Check(
+                    "first decision after the restart diverges",
+                    True,
+                    "polling: the orchestrator's own GetTask saw the failure before any decision "
+                    "(no stale belief was acted on)",
+                )
+            )
+        elif not after:
+            checks.append(Check("first decision after the restart diverges", False, "no decision"))
+        else:
+            first = after[0]
+            reasons = list(first.reasons)
+            checks.append(
+                Check(
+                    "first decision after the restart diverges",
+                    bool(reasons) and reasons[0] in expected,
+                    f"'{first.name}' raised {reasons or 'nothing'}; "
+                    f"expected one of {sorted(expected)}",
+                )
+            )
+        if variant != "redeploy" and cfg.streaming:
+            before = result.stale_before
+            checks.append(
+                Check(
+                    "a2a_tasks_stale 0 before the restart, > 0 after it",
+                    before == 0 and result.stale_at is not None,
+                    f"before: {'not scraped' if before is None else f'{before:g}'}; after: "
+                    + ("never seen" if result.stale_at is None else "> 0"),
+                )
+            )
+            limit = t.heartbeat + t.export_interval
+            delay = (
+                None if result.stale_at is None or restart is None else result.stale_at - restart
+            )
+            checks.append(
+                Check(
+                    "a2a_tasks_stale > 0 within heartbeat + export interval",
+                    delay is not None and delay <= limit,
+                    "never seen"
+                    if delay is None
+                    else f"seen {delay:.2f} s after the restart (limit {limit:g} s)",
+                    timing=True,
+                )
+            )
+        if variant == "forget":
+            lost = [d for d in result.divergences if d.reason == "task_lost"]
+            checks.append(
+                Check(
+                    "task_lost raised",
+                    bool(lost),
+                    f"on '{lost[0].span}'" if lost else f"reasons seen: {result.reasons()}",
+                )
+            )
+        detections = [d.t for d in result.divergences if restart is not None and d.t >= restart]
+        if result.stale_at is not None:
+            detections.append(result.stale_at)
+        result.detected_at = min(detections) if detections else None
+        result.baseline_at = _first_learned(result, restart or 0.0)
+
+    if variant in RESPELLING:
+        carried = [
+            d
+            for d in result.divergences
+            if d.reason == "non_canonical_state"
+            and not str(d.span_attributes.get("a2a.task.state.raw", "TASK_STATE_")).startswith(
+                "TASK_STATE_"
+            )
+        ]
+        checks.append(
+            Check(
+                "non_canonical_state on the observation that carried it",
+                bool(carried),
+                f"on '{carried[0].span}' (a2a.task.state.raw="
+                f"{carried[0].span_attributes.get('a2a.task.state.raw')!r})"
+                if carried
+                else f"reasons seen: {result.reasons()}",
+            )
+        )
+        if variant == "spelling":
+            result.detected_at = carried[0].t if carried else None
+            result.baseline_at = _first_learned(result, 0.0)
+
+    if variant == "healthy":
+        counted = result.metric("a2a_divergence_total")
+        checks.append(
+            Check(
+                "zero divergences (no false positive)",
+                not result.divergences and counted == 0,
+                f"{len(result.divergences)} span events {result.reasons()}, "
+                f"a2a_divergence_total = {counted:g}",
+            )
+        )
+        authoritative = result.metric(
+            "a2a_liveness_decisions_total", a2a_decision_outcome="authoritative"
+        )
+        decisions = result.decisions()
+        checks.append(
+            Check(
+                "liveness decisions judged authoritative",
+                authoritative > 0 and len(decisions) > 0,
+                f"{len(decisions)} decision spans, a2a_liveness_decisions_total"
+                f"{{outcome=authoritative}} = {authoritative:g}",
+            )
+        )
+        redundant = result.metric("a2a_task_get_redundant_total")
+        checks.append(
+            Check(
+                "over-polling counted in a2a_task_get_redundant_total",
+                redundant > 0,
+                f"a2a_task_get_redundant_total = {redundant:g}",
+            )
+        )
+    return checks
+
+
+def judge(result: ScenarioResult) -> None:
+    """Fill in the checks and the verdict: ok when there are checks and every one passed."""
+    result.checks = evaluate(result)
+    result.ok = bool(result.checks) and all(c.passed for c in result.checks)

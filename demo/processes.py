@@ -1,0 +1,318 @@
+"""Process control for the demo: the children of one run, their ports, their start-up retries.
+
+Each peer kind (the worker behind the gateway, the gateway itself) is a small object that
+says why it cannot run here and how to start it; the run picks one of each by name
+(:data:`WORKERS`, :data:`GATEWAYS`). A kind for another runtime adds an entry and keeps the
+contract the run relies on:
+
+- a **worker** serves A2A (JSON-RPC at ``/a2a/jsonrpc``, HTTP+JSON at ``/a2a/rest``) and its
+  card on ``127.0.0.1:<port>``, keeps its tasks in the ``store`` folder (durable across a
+  restart on the same folder; ``forget`` starts it empty), advertises ``streaming: true``, the
+  card version and the heartbeat it is given, and sends a heartbeat frame on open streams;
+- a **gateway** forwards the card (interface URLs rewritten to its own) and everything under
+  ``/a2a/`` to ``upstream``, streams chunk by chunk, and with ``respell`` re-spells task states
+  (``TASK_STATE_WORKING`` becomes ``Working``);
+- both print ``READY <base_url>`` on stdout once they accept connections, pick a free port
+  for port 0, and say "address already in use" (or ``EADDRINUSE``) when a port is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Protocol
+
+from demo.model import Timings
+
+DEMO_DIR = Path(__file__).resolve().parent
+NODE_DIR = DEMO_DIR / "node"
+ORCHESTRATOR = DEMO_DIR / "orchestrator.py"
+READY_TIMEOUT = 30.0
+
+
+class ScenarioError(RuntimeError):
+    """The topology could not be set up (missing Node, a process that did not start, ...)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, release)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def address_in_use(text: str) -> bool:
+    """Whether a child's error output says its port was taken (Node, Python, Go, JVM words)."""
+    lowered = text.lower()
+    return "eaddrinuse" in lowered or "address already in use" in lowered
+
+
+def missing_modules(*modules: str) -> str | None:
+    """Which of the demo's Python peers' packages are not installed here, and how to get them:
+    they are otel-a2a's ``dev`` extra, not its own dependencies."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed: run `make setup` (or pip install -e '.[dev]')"
+    return None
+
+
+def child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The parent's environment without any OTEL_* setting, plus ``extra``.
+
+    OTLP exporter settings (``OTEL_EXPORTER_OTLP_*``) are kept: they say where to send data.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER_OTLP_")
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+class Proc:
+    """A child in its own process group, its output in files of the work folder."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        workdir: Path,
+        env: Mapping[str, str],
+        cwd: Path,
+        stdin: int | None = subprocess.DEVNULL,
+    ) -> None:
+        self.name = name
+        self.stdout_path = workdir / f"{name}.out"
+        self.stderr_path = workdir / f"{name}.err"
+        self._out: IO[bytes] = open(self.stdout_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._err: IO[bytes] = open(self.stderr_path, "ab")  # noqa: SIM115
+        self.popen = subprocess.Popen(
+            list(argv),
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=stdin,
+            stdout=self._out,
+            stderr=self._err,
+            start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def wait_ready(self, timeout: float, cancel: threading.Event | None = None) -> str:
+        """The URL of the READY line on stdout (``cancel`` set: give up at once)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
+            text = self.stdout_path.read_bytes().decode("utf-8", "replace")
+            match = re.search(r"^READY (\S+)", text, re.M)
+            if match:
+                return match.group(1).rstrip("/")
+            if not self.alive():
+                break
+            time.sleep(0.05)
+        raise ScenarioError(
+            f"{self.name} did not become ready within {timeout:g} s "
+            f"(exit code {self.popen.poll()}):\n{self.stderr_tail()}"
+        )
+
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.stderr_text().splitlines()[-lines:])
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the whole group and reap it (a crash, not a shutdown)."""
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+        self._close()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM to the group, SIGKILL after ``timeout``; always reaps and closes files."""
+        if self.alive():
+            self.signal_group(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.signal_group(signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(timeout=timeout)
+        self._close()
+
+    def _close(self) -> None:
+        for stream in (self._out, self._err):
+            with contextlib.suppress(OSError):
+                stream.close()
+        if self.popen.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.popen.stdin.close()
+
+
+class Children:
+    """Every child of one run: registered as soon as started, so clean-up always sees it."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.procs: list[Proc] = []
+        self.closing = threading.Event()  # set by clean-up: no new start, waits give up
+        self._lock = threading.Lock()
+        self._starts: dict[str, int] = {}
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        stdin: int | None = subprocess.DEVNULL,
+    ) -> Proc:
+        proc = Proc(name, argv, self.workdir, child_env({}) if env is None else env, cwd, stdin)
+        with self._lock:
+            self.procs.append(proc)
+        return proc
+
+    def start_ready(
+        self, name: str, argv: Sequence[str], cwd: Path, *, attempts: int = 1
+    ) -> tuple[Proc, str]:
+        """Start a server that prints READY and wait for it: its process and base URL.
+
+        While its port is still taken (a killed predecessor's, say), try again, up to
+        ``attempts`` times; each of those starts is then named ``<name>-<n>``, counted over the
+        run (a restart is ``worker-2``), so that every start keeps its own output files.
+        """
+        last: ScenarioError | None = None
+        for _ in range(attempts):
+            if self.closing.is_set():
+                raise ScenarioError(f"stopping: no new {name}")
+            count = self._starts[name] = self._starts.get(name, 0) + 1
+            proc = self.start(f"{name}-{count}" if attempts > 1 else name, argv, cwd)
+            try:
+                return proc, proc.wait_ready(READY_TIMEOUT, self.closing)
+            except ScenarioError as exc:
+                proc.stop()
+                last = exc
+                if not address_in_use(str(exc)):
+                    raise
+                time.sleep(0.25)
+        assert last is not None
+        raise last
+
+    def stop_all(self) -> list[int]:
+        """Stop every child, the last started first; their pids."""
+        self.closing.set()
+        with self._lock:
+            procs = list(reversed(self.procs))
+        for proc in procs:
+            proc.stop()
+        return [proc.popen.pid for proc in procs]
+
+
+# ---------------------------------------------------------------------------------------------
+# peer kinds
+
+
+class WorkerKind(Protocol):
+    """A worker on some runtime (see the module's docstring for what it must do)."""
+
+    runtime: str  # in the first progress line: "starting the worker (Node), ..."
+    label: str  # in the timeline: "<label> ready at http://..."
+    cwd: Path
+
+    def problem(self) -> str | None:
+        """Why it cannot run here (a missing runtime or package), or None."""
+        ...
+
+    def argv(
+        self, port: int, store: Path, timings: Timings, *, forget: bool, card_version: str
+    ) -> list[str]: ...
+
+
+class GatewayKind(Protocol):
+    """A gateway on some runtime (see the module's docstring for what it must do)."""
+
+    cwd: Path
+
+    def problem(self) -> str | None: ...
+
+    def argv(self, upstream: str, *, respell: bool) -> list[str]: ...
+
+
+def node_problem() -> str | None:
+    """Why the Node A2A peers (``node/``) cannot run here."""
+    if shutil.which("node") is None:
+        return "`node` is not on PATH (Node >= 20 is needed for the @a2a-js/sdk peers)"
+    modules = NODE_DIR / "node_modules"
+    for package in ("@a2a-js/sdk", "express"):
+        if not (modules / package / "package.json").is_file():
+            return (
+                f"{modules / package} is missing: run `npm ci --prefix {NODE_DIR}` "
+                "(`make setup` does it in a clone)"
+            )
+    return None
+
+
+class NodeWorker:
+    """``node/worker.mjs``: @a2a-js/sdk under Node, a durable file task store."""
+
+    runtime = "Node"
+    label = "@a2a-js/sdk worker"
+    cwd = NODE_DIR
+
+    def problem(self) -> str | None:
+        return node_problem()
+
+    def argv(
+        self, port: int, store: Path, timings: Timings, *, forget: bool, card_version: str
+    ) -> list[str]:
+        argv = [
+            shutil.which("node") or "node",
+            str(NODE_DIR / "worker.mjs"),
+            *("--port", str(port), "--store", str(store), "--card-version", card_version),
+            *("--heartbeat", f"{timings.heartbeat:g}", "--job-seconds", f"{timings.job_seconds:g}"),
+            *("--card-max-age", f"{timings.card_ttl:g}"),
+        ]
+        return [*argv, "--forget"] if forget else argv
+
+
+class PythonGateway:
+    """``gateway.py``: Starlette and httpx under uvicorn, run by path with this interpreter."""
+
+    cwd = DEMO_DIR
+
+    def problem(self) -> str | None:
+        return missing_modules("uvicorn", "starlette")
+
+    def argv(self, upstream: str, *, respell: bool) -> list[str]:
+        argv = [sys.executable, str(DEMO_DIR / "gateway.py"), "--upstream", upstream, "--port", "0"]
+        return [*argv, "--respell"] if respell else argv
+
+
+WORKERS: dict[str, WorkerKind] = {"node": NodeWorker()}
+GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway()}
+
+
+def orchestrator_problem() -> str | None:
+    """Why the orchestrator (a plain a2a-sdk client) cannot run here."""
+    return missing_modules("a2a")
