@@ -82,7 +82,7 @@ bench: setup .stamp-valgrind
 	$(BIN)/python -m bench
 
 # The collector, Jaeger, Prometheus and Alertmanager on 127.0.0.1 until Ctrl-C (deploy/README.md).
-stack: setup tools
+stack: $(VENV)/.stamp-py .stamp-apt tools
 	$(BIN)/python deploy/local/stack.py
 
 demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
