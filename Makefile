@@ -89,4 +89,4 @@ demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
 	$(BIN)/otel-a2a demo
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind $(TOOLS)
