@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup test lint bench demo clean
+.PHONY: all setup tools test lint bench demo stack clean
 
 all: test
 
@@ -42,21 +42,51 @@ $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lo
 	fi
 	touch $@
 
+# Go-built tools in .tools/bin (git-ignored), each rebuilt only when its manifest changes; Go's
+# module and build caches (~/go/pkg/mod, ~/.cache/go-build) make a rebuild on the same machine
+# fast. Go >= 1.26 with the Go module proxy is a prerequisite, like Python 3.11.
+TOOLS       := .tools
+OCB_VERSION := $(shell sed -n 's|.*/collector/receiver/otlpreceiver \(v[0-9.]*\).*|\1|p' collector-config/builder-config.yaml)
+OCB         := $(TOOLS)/ocb-$(OCB_VERSION)/builder
+
+# The builder refuses core modules of another release than its own: it follows the manifest.
+$(OCB):
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
+	GOBIN=$(abspath $(dir $@)) go install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+
+$(TOOLS)/bin/otelcol-a2a: collector-config/builder-config.yaml | $(OCB)
+	mkdir -p $(TOOLS)/build $(TOOLS)/bin
+	$(OCB) --config=collector-config/builder-config.yaml --ldflags='-s -w'
+	install -m 0755 $(TOOLS)/build/otelcol-a2a/otelcol-a2a $@
+
+# Jaeger v2 is a tool of its own module (tools/jaeger): its go.mod has a replace directive,
+# so `go install ...@version` refuses it.
+$(TOOLS)/bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
+	mkdir -p $(TOOLS)/bin
+	cd tools/jaeger && go build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
+
+tools: $(TOOLS)/bin/otelcol-a2a $(TOOLS)/bin/jaeger
+
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
-test: setup
+test: setup tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-py
-	$(BIN)/ruff check otel_a2a demo tests bench collector-config
-	$(BIN)/ruff format --check otel_a2a demo tests bench collector-config
+	$(BIN)/ruff check otel_a2a demo tests bench collector-config deploy
+	$(BIN)/ruff format --check otel_a2a demo tests bench collector-config deploy
 	$(BIN)/mypy --strict otel_a2a demo
 
 bench: setup .stamp-valgrind
 	$(BIN)/python -m bench
 
+# The collector, Jaeger, Prometheus and Alertmanager on 127.0.0.1 until Ctrl-C (deploy/README.md).
+stack: $(VENV)/.stamp-py .stamp-apt tools
+	$(BIN)/python deploy/local/stack.py
+
 demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
 	$(BIN)/otel-a2a demo
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind $(TOOLS)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.ops.conftest import DASHBOARD, RULES
-from tests.ops.test_collector_config import checker
+from tests.support.pipeline import min_version, validate
 from tests.support.prom import run_promtool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,8 +84,7 @@ def test_compose_services_and_pinned_images() -> None:
 
 
 def test_collector_image_meets_the_configs_minimum_version() -> None:
-    need = checker.parse_min_version(OTELCOL.read_text())
-    assert need is not None
+    need = min_version(OTELCOL)
     assert _version(_service("otelcol")["image"]) >= need
 
 
@@ -109,7 +108,8 @@ def test_collector_runs_the_repo_config() -> None:
     config_arg = next(a for a in svc["command"] if a.startswith("--config="))
     host = _host_path("otelcol", config_arg.split("=", 1)[1])
     assert host == OTELCOL
-    assert checker.check_file(host) == []
+    res = validate(host)
+    assert res.returncode == 0, res.stderr
 
 
 def test_collector_reaches_jaeger_over_otlp() -> None:

@@ -6,7 +6,8 @@ Two halves in one module:
   on ``httpx`` that never imports ``otel_a2a``. It is started with ``OTEL_A2A_ENABLED=true`` and
   the standard ``OTEL_*`` variables, so the ``.pth`` hook instruments it and, at its first A2A
   operation, configures the OpenTelemetry SDK with the Prometheus reader: the process serves
-  the metric contract's instruments (docs/semantic-conventions.md) on ``/metrics`` for as long as it runs;
+  the metric contract's instruments (docs/semantic-conventions.md) on ``/metrics`` for as
+  long as it runs;
 - the **harness** (:func:`start_instrumented_run`): starts the real test peers (a2a-sdk and
   @a2a-js/sdk, ``tests/support/peers.py``) and the script, and drives it over stdin/stdout.
 
