@@ -17,7 +17,7 @@ from otel_a2a.protocol.states import StateClass, StateReading, TaskState, normal
 R = DivergenceReason
 # Hot path (every decision and every GetTask): enum attribute reads and ``TaskState``
 # properties cost ~0.3 µs each on CPython 3.11, so the constants are read once here, the state
-# class comes from the observation's shared kind tuple, and value tuples are built directly.
+# class comes from the observation's shared kind, and value tuples are built directly.
 _UNKNOWN = TaskState.UNKNOWN
 _TERMINAL = StateClass.TERMINAL
 _NO_OBSERVATION = R.NO_OBSERVATION
@@ -58,8 +58,8 @@ def evidence_of(
         (
             task_id,
             agent if agent is not None else obs.agent,
-            kind[0],
-            kind[1],
+            kind.state,
+            kind.raw,
             0.0 if age < 0.0 else age,  # as _age(): a racing clock read is age 0
             etag_now,
             obs.etag,
@@ -92,13 +92,13 @@ def judge_decision(
     terminal observations are exempt, they never go stale).
     """
     ev = evidence_of(task_id, obs, etag_now, heartbeat, now, agent)
-    if obs is None or obs._kind[0] is _UNKNOWN:
+    if obs is None or obs._kind.state is _UNKNOWN:
         return _new(Verdict, (_NO_OBSERVATION, ev))
     if _etag_changed(obs.etag, etag_now):
         return _new(Verdict, (_ETAG_CHANGED, ev))
-    if obs._kind[4] is _TERMINAL:
+    if obs._kind.state_class is _TERMINAL:
         return _new(Verdict, (_TERMINAL_STATE if assumes_live else None, ev))
-    age = ev[4]
+    age = ev.age
     if not (age is not None and age <= heartbeat):  # written so that NaN is a gap
         return _new(Verdict, (_HEARTBEAT_GAP, ev))
     return _new(Verdict, (None, ev))
@@ -180,6 +180,6 @@ def is_redundant_get(
     heartbeat) or terminal (terminal tasks never change). Equivalently: a decision made now
     would be ``ok`` or ``terminal_state``.
     """
-    if obs is None or obs._kind[0] is _UNKNOWN or _etag_changed(obs.etag, etag_now):
+    if obs is None or obs._kind.state is _UNKNOWN or _etag_changed(obs.etag, etag_now):
         return False
-    return obs._kind[4] is _TERMINAL or _age(obs, now) <= heartbeat
+    return obs._kind.state_class is _TERMINAL or _age(obs, now) <= heartbeat
