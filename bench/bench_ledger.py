@@ -123,19 +123,21 @@ def run() -> list[tuple[str, str]]:
         for task_id in sample_ids:
             ledger.get(task_id)
 
+    agent = det.agent(AGENT)
+
     def decide() -> None:
         for task_id in sample_ids:
-            det.decide(task_id, AGENT, now)
+            det.decide(task_id, agent, now)
 
     def redundant() -> None:
         for task_id in sample_ids:
-            det.redundant_get(task_id, AGENT, now)
+            det.redundant_get(task_id, agent, now)
 
     rows.append(("us/touch (stream frame)", f"{_best_us(touch, SAMPLE):.2f}"))
     rows.append(("us/get", f"{_best_us(get, SAMPLE):.2f}"))
     rows.append(
         (
-            "us/decide (Detector.decide: get + registry + judge + Verdict)",
+            "us/decide (Detector.decide: get + judge + Verdict, agent resolved)",
             f"{_best_us(decide, SAMPLE):.2f}",
         )
     )

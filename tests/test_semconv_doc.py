@@ -149,20 +149,45 @@ def test_state_values_and_their_classes_match_the_enums() -> None:
 
 
 def _counted_error_types() -> Iterator[str]:
-    """String literals the package counts on ``a2a.instrumentation.errors``: the argument of
-    ``….error("…")`` (``Runtime.error``) and ``count_later("…")``, loggers left out."""
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+    """What the package counts on ``a2a.instrumentation.errors``: the first argument of
+    ``….error(…)`` (``Runtime.error``; loggers left out) or of ``_count(…)``, and the argument
+    after ``….error`` in ``functools.partial(….error, …)`` (a deferred count), each a string
+    literal or a module-level string constant of the package."""
+    trees = [ast.parse(path.read_text()) for path in PACKAGE.rglob("*.py")]
+    constants = {
+        target.id: node.value.value
+        for tree in trees
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id.isupper()
+    }
+
+    def value(arg: ast.expr) -> str | None:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value
+        name = ast.unparse(arg).split(".")[-1]
+        return constants.get(name) if isinstance(arg, ast.Name | ast.Attribute) else None
+
+    def counts(func: ast.expr) -> bool:
+        if isinstance(func, ast.Attribute) and func.attr == "error":
+            return ast.unparse(func.value).split(".")[-1] not in ("_log", "log", "logger")
+        return ast.unparse(func).split(".")[-1] == "_count"
+
+    for tree in trees:
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and node.args):
                 continue
-            arg, func = node.args[0], node.func
-            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            if counts(node.func):
+                found = value(node.args[0])
+            elif ast.unparse(node.func).split(".")[-1] == "partial" and len(node.args) > 1:
+                found = value(node.args[1]) if counts(node.args[0]) else None
+            else:
                 continue
-            if isinstance(func, ast.Attribute) and func.attr == "error":
-                if ast.unparse(func.value).split(".")[-1] not in ("_log", "log", "logger"):
-                    yield arg.value
-            elif ast.unparse(func).split(".")[-1] == "count_later":
-                yield arg.value
+            if found is not None:
+                yield found
 
 
 def test_error_type_values_match_what_the_package_counts() -> None:

@@ -6,7 +6,7 @@ the card etag and heartbeat per agent, :mod:`~otel_a2a.detect.invariant` judges 
 """
 
 from otel_a2a.detect.api import assert_state_authoritative
-from otel_a2a.detect.detector import CardUpdate, Detector
+from otel_a2a.detect.detector import Agent, AgentView, CardUpdate, Detector
 from otel_a2a.detect.invariant import (
     assumes_live,
     is_redundant_get,
@@ -20,6 +20,8 @@ from otel_a2a.detect.verdict import DivergenceReason, Evidence, TaskStateDiverge
 
 __all__ = [
     "DEFAULT_HEARTBEAT",
+    "Agent",
+    "AgentView",
     "CardRegistry",
     "CardUpdate",
     "Detector",

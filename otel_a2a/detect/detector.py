@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from otel_a2a.detect.invariant import (
     is_redundant_get,
@@ -22,6 +23,29 @@ from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
 from otel_a2a.protocol.states import StateClass
 
 
+class AgentView(Protocol):
+    """An agent as resolved at one moment: its key, the card etag then in force (None without
+    a card) and its heartbeat in seconds. A caller resolves it once (:meth:`Detector.agent`)
+    for the calls of one exchange instead of every call looking the registry up again."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def etag(self) -> str | None: ...
+
+    @property
+    def heartbeat(self) -> float: ...
+
+
+class Agent(NamedTuple):
+    """The plain :class:`AgentView`."""
+
+    key: str
+    etag: str | None
+    heartbeat: float
+
+
 @dataclass(frozen=True, slots=True)
 class CardUpdate:
     """Result of a card fetch: the agent key, the etag of the card fetched (the one in
@@ -32,6 +56,7 @@ class CardUpdate:
     etag_changed: bool
     heartbeat: float
     heartbeat_source: str
+    card: CardInfo | None  # the agent's card now (a 304 keeps the one recorded)
 
 
 class Detector:
@@ -70,27 +95,31 @@ class Detector:
         else:
             changed = registry.update(agent, card, variant)
         heartbeat, source = registry.heartbeat(agent)
-        return CardUpdate(agent, registry.variant_etag(agent, variant), changed, heartbeat, source)
+        etag = registry.variant_etag(agent, variant)
+        return CardUpdate(agent, etag, changed, heartbeat, source, registry.card(agent))
+
+    def agent(self, key: str) -> Agent:
+        """The agent of ``key`` as it stands now."""
+        return Agent(key, self.registry.etag(key), self.registry.heartbeat(key)[0])
 
     def on_reports(
         self,
-        agent: str,
+        agent: AgentView,
         reports: Sequence[TaskReport],
         source: Operation | str,
         now: float,
     ) -> list[Verdict]:
         """Record authoritative observations; return the observation-side divergences.
 
-        Each report with a state becomes the task's last observation under the agent's current
-        etag. A report without a state (an artifact update) only refreshes the time of a task
-        already tracked. The wire layer already judged each spelling's exactness against the
+        Each report with a state becomes the task's last observation under ``agent.etag``. A
+        report without a state (an artifact update) only refreshes the time of a task already
+        tracked. The wire layer already judged each spelling's exactness against the
         protocol version and binding (``StateReading.exact``).
         """
         verdicts: list[Verdict] = []
         if not reports:
             return verdicts
-        etag = self.registry.etag(agent)
-        heartbeat: float | None = None
+        key, etag = agent.key, agent.etag
         op = source.value if isinstance(source, Operation) else str(source)
         for report in reports:
             reading = report.state
@@ -101,7 +130,7 @@ class Detector:
             stamp = report.timestamp
             obs = Observation(
                 report.task_id,
-                agent,
+                key,
                 reading.state,
                 reading.raw,
                 reading.exact,
@@ -115,17 +144,15 @@ class Detector:
                 prev = None  # but its spelling is still what the agent sent
             if reading.exact and reading.mapped and (prev is None or not prev.state.is_terminal):
                 continue  # fast path: nothing on the observation side can hold
-            if heartbeat is None:
-                heartbeat = self.registry.heartbeat(agent)[0]
             verdicts.extend(
                 judge_observation(
                     prev,
                     reading,
                     task_id=report.task_id,
                     etag_now=etag,
-                    heartbeat=heartbeat,
+                    heartbeat=agent.heartbeat,
                     now=now,
-                    agent=agent,
+                    agent=key,
                 )
             )
         return verdicts
@@ -149,27 +176,26 @@ class Detector:
     # -- judgements -----------------------------------------------------------------------------
 
     def decide(
-        self, task_id: str, agent: str | None, now: float, assumes_live: bool = True
+        self, task_id: str, agent: AgentView | None, now: float, assumes_live: bool = True
     ) -> Verdict:
         """Judge a liveness decision on the task at ``agent`` (None: where it was observed);
         ``assumes_live=False`` for a decision that assumes the task ended."""
         obs = self.ledger.get(task_id)
         if agent is None:
-            agent = obs.agent if obs is not None else None
-        if agent is None:
-            heartbeat = self.registry.default_heartbeat
-            return judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
-        heartbeat = self.registry.heartbeat(agent)[0]
-        etag = self.registry.etag(agent)
-        return judge_decision(task_id, obs, etag, heartbeat, now, agent, assumes_live)
+            if obs is None:
+                heartbeat = self.registry.default_heartbeat
+                return judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
+            agent = self.agent(obs.agent)
+        return judge_decision(
+            task_id, obs, agent.etag, agent.heartbeat, now, agent.key, assumes_live
+        )
 
-    def redundant_get(self, task_id: str, agent: str, now: float) -> bool:
+    def redundant_get(self, task_id: str, agent: AgentView, now: float) -> bool:
         """Whether a ``GetTask`` issued now is redundant; call it before recording its result."""
         obs = self.ledger.get(task_id)
         if obs is None:
             return False
-        heartbeat = self.registry.heartbeat(agent)[0]
-        return is_redundant_get(obs, self.registry.etag(agent), now, heartbeat)
+        return is_redundant_get(obs, agent.etag, now, agent.heartbeat)
 
     # -- gauges ---------------------------------------------------------------------------------
 

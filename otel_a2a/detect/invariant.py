@@ -18,7 +18,7 @@ from otel_a2a.protocol.states import StateClass, StateReading, TaskState, normal
 R = DivergenceReason
 # Hot path (every decision and every GetTask): enum attribute reads and ``TaskState``
 # properties cost ~0.3 µs each on CPython 3.11, so the constants are read once here, the state
-# class comes from the observation's shared kind tuple, and value tuples are built directly.
+# class comes from the observation's shared kind, and value tuples are built directly.
 _UNKNOWN = TaskState.UNKNOWN
 _TERMINAL = StateClass.TERMINAL
 _INTERRUPTED = StateClass.INTERRUPTED
@@ -60,8 +60,8 @@ def evidence_of(
         (
             task_id,
             agent if agent is not None else obs.agent,
-            kind[0],
-            kind[1],
+            kind.state,
+            kind.raw,
             0.0 if age < 0.0 else age,  # as _age(): a racing clock read is age 0
             etag_now,
             obs.etag,
@@ -96,16 +96,16 @@ def judge_decision(
     not for the worker, which owes no heartbeat meanwhile (a person may take minutes to answer).
     """
     ev = evidence_of(task_id, obs, etag_now, heartbeat, now, agent)
-    if obs is None or obs._kind[0] is _UNKNOWN:
+    if obs is None or obs._kind.state is _UNKNOWN:
         return _new(Verdict, (_NO_OBSERVATION, ev))
     if _etag_changed(obs.etag, etag_now):
         return _new(Verdict, (_ETAG_CHANGED, ev))
-    cls = obs._kind[4]
+    cls = obs._kind.state_class
     if cls is _TERMINAL:
         return _new(Verdict, (_TERMINAL_STATE if assumes_live else None, ev))
     if cls is _INTERRUPTED:
         return _new(Verdict, (None, ev))
-    age = ev[4]
+    age = ev.age
     if not (age is not None and age <= heartbeat):  # written so that NaN is a gap
         return _new(Verdict, (_HEARTBEAT_GAP, ev))
     return _new(Verdict, (None, ev))
@@ -188,6 +188,6 @@ def is_redundant_get(
     heartbeat is not: a decision on it owes no heartbeat, but a poll can still learn that
     someone answered it or the agent ended it meanwhile.
     """
-    if obs is None or obs._kind[0] is _UNKNOWN or _etag_changed(obs.etag, etag_now):
+    if obs is None or obs._kind.state is _UNKNOWN or _etag_changed(obs.etag, etag_now):
         return False
-    return obs._kind[4] is _TERMINAL or _age(obs, now) <= heartbeat
+    return obs._kind.state_class is _TERMINAL or _age(obs, now) <= heartbeat

@@ -13,7 +13,7 @@ Layout, chosen for memory (see ``bench/bench_ledger.py``):
   (measured: 5 s for 100k evictions at 200k tasks). ``OrderedDict`` is O(1) but costs ~50 bytes
   more per task; two link slots cost 16.
 * the node *is* the :class:`Observation`. State, spelling, exactness, source and state class
-  are folded into one shared, interned ``kind`` tuple, so a node is 7 pointers plus one float
+  are folded into one shared, interned :class:`Kind`, so a node is 7 pointers plus one float
   (~150 bytes per task with the dict, task id strings not counted: `make bench`).
 """
 
@@ -21,15 +21,29 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from otel_a2a.protocol.states import StateClass, TaskState
 from otel_a2a.protocol.timestamps import parse_timestamp
 
 _MAX_KINDS = 4096  # distinct (state, raw, exact, source) combinations interned
-# Kind: (state, raw, exact, source, state class). Keyed by the state's *value*: hashing a
-# ``str`` is C code, hashing an ``Enum`` member calls ``Enum.__hash__`` in Python.
-_Kind = tuple[TaskState, str, bool, str, StateClass]
-_KINDS: dict[tuple[str, str, bool, str], _Kind] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What an observation says, apart from the task, agent, time and etag: shared by every
+    observation saying the same, so that a node holds one pointer instead of five fields."""
+
+    state: TaskState
+    raw: str
+    exact: bool
+    source: str
+    state_class: StateClass
+
+
+# Keyed by the state's *value*: hashing a ``str`` is C code, hashing an ``Enum`` member calls
+# ``Enum.__hash__`` in Python.
+_KINDS: dict[tuple[str, str, bool, str], Kind] = {}
 _KINDS_LOCK = threading.Lock()
 
 # Observations are recorded from a monotonic clock under one lock, so list order is time
@@ -38,17 +52,17 @@ _KINDS_LOCK = threading.Lock()
 _ORDER_SLACK = 1.0
 
 
-def _kind(state: TaskState, raw: str, exact: bool, source: str) -> _Kind:
-    """The shared tuple for this combination: one pointer per node instead of five fields.
+def _kind(state: TaskState, raw: str, exact: bool, source: str) -> Kind:
+    """The shared kind of this combination.
 
     Bounded so that a peer inventing spellings cannot grow it; past the bound a node simply
-    holds its own tuple.
+    holds its own kind.
     """
     key = (state._value_, raw, exact, source)
     shared = _KINDS.get(key)
     if shared is not None:
         return shared
-    kind: _Kind = (state, raw, exact, source, state.state_class)
+    kind = Kind(state, raw, exact, source, state.state_class)
     with _KINDS_LOCK:
         if len(_KINDS) < _MAX_KINDS:
             return _KINDS.setdefault(key, kind)
@@ -76,7 +90,7 @@ class Observation:
     at: float
     etag: str | None
     stamp: str | None
-    _kind: _Kind
+    _kind: Kind
     # Detached nodes point at ``_DETACHED``: typed non-optional, so list walks need no checks.
     _prev: Observation
     _next: Observation
@@ -103,19 +117,19 @@ class Observation:
 
     @property
     def state(self) -> TaskState:
-        return self._kind[0]
+        return self._kind.state
 
     @property
     def raw(self) -> str:
-        return self._kind[1]
+        return self._kind.raw
 
     @property
     def exact(self) -> bool:
-        return self._kind[2]
+        return self._kind.exact
 
     @property
     def source(self) -> str:
-        return self._kind[3]
+        return self._kind.source
 
     def _copy(self, at: float) -> Observation:
         """A detached copy at another time (no constructor work: the kind is already shared)."""
@@ -166,7 +180,7 @@ LATE = Observation("", "", TaskState.UNKNOWN, "", False, 0.0, None, "late frame"
 
 
 def _late(held: Observation, sent_at: str) -> bool:
-    if held.stamp is None or held._kind[4] is not _TERMINAL:
+    if held.stamp is None or held._kind.state_class is not _TERMINAL:
         return False
     stamp, held_stamp = parse_timestamp(sent_at), parse_timestamp(held.stamp)
     return stamp is not None and held_stamp is not None and stamp <= held_stamp
@@ -217,7 +231,7 @@ class TaskLedger:
     # leaves, changes state class or agent, which keeps the common re-observation cheap.
 
     def _count(self, node: Observation, delta: int) -> None:
-        cls = node._kind[4]
+        cls = node._kind.state_class
         if cls is _TERMINAL:
             self._n_terminal += delta
             return
@@ -267,7 +281,7 @@ class TaskLedger:
                 p._next = n
                 n._prev = p
                 prev._prev = prev._next = _DETACHED
-                if prev._kind[4] is not kind[4] or prev.agent != node.agent:
+                if prev._kind.state_class is not kind.state_class or prev.agent != node.agent:
                     self._count(prev, -1)
                     self._count(node, 1)
             elif len(index) >= self.max_tasks:  # evict, inlined for the same reason
@@ -279,12 +293,12 @@ class TaskLedger:
                 victim._prev = victim._next = _DETACHED
                 del index[victim.task_id]
                 self.evicted_total += 1
-                if victim._kind[4] is not kind[4] or victim.agent != node.agent:
+                if victim._kind.state_class is not kind.state_class or victim.agent != node.agent:
                     self._count(victim, -1)
                     self._count(node, 1)
             else:
                 self._count(node, 1)
-            head = self._terminal if kind[4] is _TERMINAL else self._live
+            head = self._terminal if kind.state_class is _TERMINAL else self._live
             tail = head._prev
             tail._next = node
             node._prev = tail
@@ -305,7 +319,7 @@ class TaskLedger:
                 return False
             if at > node.at:
                 node.at = at
-            head = self._terminal if node._kind[4] is _TERMINAL else self._live
+            head = self._terminal if node._kind.state_class is _TERMINAL else self._live
             if head._prev is not node:
                 p, n = node._prev, node._next
                 p._next = n
@@ -384,7 +398,7 @@ class TaskLedger:
                     agent = node.agent
                     if now - at > hb[agent]:
                         past += 1
-                        if node._kind[4] is not _INTERRUPTED:
+                        if node._kind.state_class is not _INTERRUPTED:
                             seen[agent] += 1
                     node = node._next
                 out = seen
@@ -399,7 +413,7 @@ class TaskLedger:
                     agent = node.agent
                     if not now - at > hb[agent]:  # fresh; NaN counts as stale
                         fresh += 1
-                        if node._kind[4] is not _INTERRUPTED:
+                        if node._kind.state_class is not _INTERRUPTED:
                             seen[agent] += 1
                     node = node._prev
                 waiting = self._interrupted_by_agent
@@ -422,7 +436,7 @@ class TaskLedger:
                     break
                 if now - at > h:
                     past += 1
-                    if node._kind[4] is not _INTERRUPTED:
+                    if node._kind.state_class is not _INTERRUPTED:
                         stale += 1
                 node = node._next
             return stale, past
@@ -435,7 +449,7 @@ class TaskLedger:
                 break
             if not now - at > h:
                 fresh += 1
-                if node._kind[4] is not _INTERRUPTED:
+                if node._kind.state_class is not _INTERRUPTED:
                     fresh_active += 1
             node = node._prev
         live = len(self._index) - self._n_terminal

@@ -48,16 +48,11 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
-from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.exchange import end_abandoned
 from otel_a2a.instrumentation.httpx_client import async_send, send
-from otel_a2a.instrumentation.processor import (
-    DivergenceSpanProcessor,
-    clear_set_aside,
-    record_set_aside,
-)
+from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
     finish_before_exit,
@@ -120,7 +115,5 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _uninstrument(self, **kwargs: Any) -> None:
         unwrap(httpx.Client, "send")
         unwrap(httpx.AsyncClient, "send")
-        end_abandoned()
-        record_set_aside()  # this runtime's, then nothing of it reaches the next one
-        clear_set_aside()
+        collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)

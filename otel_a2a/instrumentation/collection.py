@@ -1,57 +1,90 @@
-"""Which thread the garbage collector runs in, and the errors met there.
+"""One deferral mechanism: otel-a2a never re-enters its own work in a thread.
 
-A collection runs finalisers (a generator suspended inside a span, an abandoned response) in
-whatever thread allocated at that moment, possibly while that thread holds a lock of
-otel-a2a's ledger or registry or of the OpenTelemetry SDK. Code reached from a finaliser must
-then take no lock and record no metric: it asks :func:`collecting_here` and, instead of
-counting an error, calls :func:`count_later`; the counts are recorded by the next call outside
-a collection (:func:`take_uncounted`).
+A garbage collection runs finalisers in whichever thread allocated, in the middle of what that
+thread was doing: inside otel-a2a's work it may hold the ledger's or the registry's lock, or
+be recording a metric under an SDK lock. A finaliser that reached otel-a2a's work there (it
+ends a span, takes a decision, sends or reads an A2A request) would wait for ever on its own
+thread. So every entry point (the httpx wrappers and the response tee, ``liveness_decision``,
+the span-processor hooks, the metric callbacks) works between :func:`enter` and
+:func:`leave`, and one reached in between in the same thread only appends to one bounded
+queue (:func:`defer`; ``SimpleQueue.put`` is reentrant, which makes it safe in a finaliser),
+or lets the host's call through unobserved, counted. A dropped response's finaliser only
+appends. The queue is drained by the next :func:`enter` (an A2A request, a decision, a
+span-processor hook), at ``uninstrument()`` and at exit (:func:`drain`).
 """
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections import Counter, deque
+from collections.abc import Callable
+from queue import Empty, SimpleQueue
 
-_collecting_thread: int | None = None
-_MAX_UNCOUNTED = 4096  # error types held at most; beyond, an error goes uncounted
-# appended by the collecting thread only, taken from the front by any thread: both atomic
-_uncounted: deque[str] = deque()
-
-
-def _gc_phase(phase: str, _info: dict[str, int]) -> None:
-    global _collecting_thread
-    _collecting_thread = threading.get_ident() if phase == "start" else None
+MAX_DEFERRED = 4096  # items awaiting a drain; beyond, an item is dropped and counted
+OVERFLOW = "deferred_overflow"  # error.type of what the bound dropped
+REENTRANT = "reentrant_call"  # error.type of a call met inside otel-a2a's own work
 
 
-gc.callbacks.append(_gc_phase)
+class _Thread(threading.local):
+    busy = False  # this thread is inside otel-a2a's work
 
 
-def collecting_here() -> bool:
-    """Whether the garbage collector is running in this thread (CPython runs one at a time)."""
-    return _collecting_thread is not None and _collecting_thread == threading.get_ident()
+_thread = _Thread()
+_queue: SimpleQueue[Callable[[], object]] = SimpleQueue()
+# items the bound dropped, counted at the next drain (increments from several threads at
+# once may lose one: the count is a lower bound)
+_dropped = 0
 
 
-def count_later(error_type: str) -> None:
-    """An internal failure met during a collection, when no metric may be recorded."""
-    if len(_uncounted) < _MAX_UNCOUNTED:
-        _uncounted.append(error_type)
+def defer(work: Callable[[], object]) -> None:
+    """Run ``work`` at the next drain. Takes no lock: for finalisers, in any thread."""
+    global _dropped
+    if _queue.qsize() < MAX_DEFERRED:
+        _queue.put(work)
+    else:
+        _dropped += 1
 
 
-def uncounted_pending() -> bool:
-    return bool(_uncounted)
+def enter(drain: bool = True) -> bool:
+    """Begin otel-a2a's work in this thread, after what was deferred (unless ``drain`` is
+    false); False, and nothing begun, when this thread is inside that work already."""
+    state = _thread
+    if state.busy:
+        return False
+    state.busy = True
+    if drain and (_dropped or _queue.qsize()):
+        _run_deferred()
+    return True
 
 
-def take_uncounted() -> Counter[str]:
-    """The errors held since the last call, by type (each taken exactly once)."""
-    taken: Counter[str] = Counter()
+def leave() -> None:
+    _thread.busy = False
+
+
+def drain() -> None:
+    """Run what was deferred now (``uninstrument()``, exit), unless inside otel-a2a's work."""
+    if enter():
+        leave()
+
+
+def _run_deferred() -> None:
+    global _dropped
     while True:
         try:
-            taken[_uncounted.popleft()] += 1
-        except IndexError:
-            return taken
+            work = _queue.get_nowait()
+        except Empty:
+            break
+        try:
+            work()
+        except Exception as exc:
+            _count(exc)
+    if _dropped:
+        dropped, _dropped = _dropped, 0
+        _count(OVERFLOW, dropped)
 
 
-def clear() -> None:
-    _uncounted.clear()
+def _count(error: BaseException | str, n: int = 1) -> None:
+    from otel_a2a.instrumentation import runtime  # imports this module's users
+
+    rt = runtime.current()
+    if rt is not None:
+        rt.error(error, n)

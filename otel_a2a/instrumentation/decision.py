@@ -15,7 +15,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
-from otel_a2a.instrumentation import collection, processor, runtime
+from otel_a2a.instrumentation import collection, runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,13 +52,12 @@ class liveness_decision:
         rt = runtime.current()
         if rt is None:
             return self
-        if collection.collecting_here():  # a finaliser's decision: not judged (see there)
-            collection.count_later("decision_during_collection")
+        if not collection.enter():  # inside otel-a2a's own work: not judged (see there)
+            collection.defer(functools.partial(rt.error, collection.REENTRANT))
             return self
-        if processor.set_aside_pending():
-            processor.observe_set_aside(rt)  # spans ended during a collection come first
         try:
             agent = rt.resolve_agent(self.task_id, self.agent)
+            peer = rt.peer_of(agent)
             attributes: dict[str, str | bool] = {
                 sc.LIVENESS_DECISION: True,
                 sc.TASK_ID: self.task_id,
@@ -66,9 +65,8 @@ class liveness_decision:
             }
             if agent != runtime.UNKNOWN_AGENT:  # a URL, or nothing
                 attributes[sc.AGENT_URL] = agent
-            etag = rt.detector.registry.etag(agent)
-            if etag is not None:
-                attributes[sc.CARD_ETAG] = etag
+            if peer.etag is not None:
+                attributes[sc.CARD_ETAG] = peer.etag
             span = rt.tracer.start_span(
                 f"A2A {sc.OP_DECISION}", kind=SpanKind.INTERNAL, attributes=attributes
             )
@@ -76,7 +74,7 @@ class liveness_decision:
             verdict = rt.decide(
                 span,
                 self.task_id,
-                agent,
+                peer,
                 sc.OP_DECISION,
                 assumes_live=assumes_live(self.assumed_state),
             )
@@ -87,6 +85,8 @@ class liveness_decision:
         except Exception as exc:
             rt.error(exc)
             return self
+        finally:
+            collection.leave()
         if rt.settings.enforce and not verdict.ok:
             error = TaskStateDivergenceError(verdict)
             self.__exit__(type(error), error, None)

@@ -8,16 +8,14 @@ called from the host's request path and contains its own failures (counted, neve
 
 from __future__ import annotations
 
-import threading
+import functools
 import time
 import zlib
-from collections import deque
 from collections.abc import Iterator, Mapping
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
-from otel_a2a.detect import Verdict
 from otel_a2a.instrumentation import collection
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
@@ -118,15 +116,15 @@ class Exchange:
         "_buffer",
         "_closed",
         "_decoder",
+        "_given_up",
         "_last_report",
         "_overflow",
         "_sse",
         "_stream_tasks",
         "_terminal_seen",
         "a2a",
-        "agent",
-        "etag_before",
         "headers",
+        "peer",
         "rt",
         "span",
         "status",
@@ -147,33 +145,31 @@ class Exchange:
         self._last_report: TaskReport | None = None
         self._terminal_seen = False
         self._closed = False
-        detector = rt.detector
-        self.agent = rt.agent_for_url(url, interface)
-        self.etag_before = detector.registry.etag(self.agent)
+        self._given_up = False
+        self.peer = peer = rt.peer(url, interface)
         op = a2a.operation
         op_name = op._value_  # Enum ``.value`` is a slow property on CPython 3.11
         attrs: dict[str, str | bool] = {
             sc.RPC_SYSTEM: "a2a",
             sc.RPC_METHOD: op_name,
             sc.OPERATION: op_name,
-            sc.AGENT_URL: self.agent,
+            sc.AGENT_URL: peer.key,
         }
         if a2a.version is not None:  # None only for the well-known card: no binding either
             attrs[sc.PROTOCOL_VERSION] = a2a.version
             attrs[sc.BINDING] = a2a.binding._value_
         if a2a.jsonrpc_method:
             attrs[sc.JSONRPC_METHOD] = a2a.jsonrpc_method
-        name = detector.registry.name(self.agent)
-        if name:
-            attrs[sc.AGENT_NAME] = name
+        if peer.name:
+            attrs[sc.AGENT_NAME] = peer.name
         if a2a.task_id:
             attrs[sc.TASK_ID] = a2a.task_id
             if op_name in _DECISION_OPS:  # judged in ``before_send``
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
-        if self.etag_before and op_name not in _CARD_OPS:  # card spans carry their own
-            attrs[sc.CARD_ETAG] = self.etag_before
+        if peer.etag and op_name not in _CARD_OPS:  # card spans carry their own
+            attrs[sc.CARD_ETAG] = peer.etag
         self.span: Span = rt.tracer.start_span(
             _SPAN_NAMES[op_name], kind=SpanKind.CLIENT, attributes=attrs
         )
@@ -187,10 +183,9 @@ class Exchange:
         if not task_id:
             return
         if a2a.operation is _GET_TASK:
-            if self.rt.detector.redundant_get(task_id, self.agent, now):
-                self.rt.metrics.redundant.add(self.rt.metrics.agent(self.agent))
+            self.rt.poll(self.peer, task_id, now)
         elif a2a.operation._value_ in _DECISION_OPS:
-            self.rt.decide(self.span, task_id, self.agent, a2a.operation._value_, now)
+            self.rt.decide(self.span, task_id, self.peer, a2a.operation._value_, now)
 
     # -- response ------------------------------------------------------------------------
 
@@ -222,9 +217,6 @@ class Exchange:
     def feed(self, chunk: bytes) -> None:
         """Raw bytes as the application reads them (stream mode)."""
         if self._closed or self._overflow or not chunk:
-            return
-        if collection.collecting_here():
-            self._give_up_in_collection()
             return
         try:
             decoder = self._decoder
@@ -274,10 +266,6 @@ class Exchange:
         """The whole body was read (``body`` given when httpx read it for the application)."""
         if self._closed:
             return
-        if collection.collecting_here():
-            self._give_up_in_collection()
-            self.close()
-            return
         try:
             if self._sse is not None:
                 if body is not None:
@@ -295,15 +283,17 @@ class Exchange:
             self.rt.error(exc)
         self.close()
 
-    def _give_up_in_collection(self) -> None:
-        """A finaliser reads this response inside a garbage collection: observing it would
-        take the ledger's lock and record metrics, which the collecting thread may hold (see
-        ``collection``). Nothing more of it is observed; the span still ends."""
-        if not self._overflow:
-            collection.count_later("response_during_collection")
-        self._overflow = True
-        self._buffer = None
+    def give_up(self) -> None:
+        """The application reads this response inside otel-a2a's own work in this thread (a
+        finaliser run by a collection there, see ``collection``): observing it could wait on
+        a lock this thread holds. Nothing more of it is observed (counted once); the span ends
+        at the next drain, with this time. Takes no lock."""
+        if self._given_up or self._closed:
+            return
+        self._given_up = self._overflow = True
         self._sse = None
+        collection.defer(functools.partial(self.rt.error, collection.REENTRANT))
+        self.abandon()
 
     def fail(self, exc: BaseException) -> None:
         """The request or the body read failed: end the span with the exception's type only."""
@@ -345,11 +335,11 @@ class Exchange:
         """The application dropped the response unread and unclosed (its stream is being
         collected). This runs at garbage-collection time, in any thread, possibly inside a span
         processor holding its lock: ending the span here could deadlock. The body held goes
-        now; the span is ended by :func:`end_abandoned` (the next request, or
-        ``uninstrument()``, or exit), with the time of collection."""
+        now; the span ends at the next drain (see ``collection``), with the time of
+        collection."""
         if not self._closed:
             self._buffer = None
-            _abandoned.append((self, time.time_ns()))  # atomic, takes no lock
+            collection.defer(functools.partial(self.close, time.time_ns()))
 
     # -- observations ----------------------------------------------------------------------
 
@@ -371,24 +361,19 @@ class Exchange:
             self._apply(extract_response(self.a2a, self.status, body), streamed=False)
 
     def _observe_card(self, body: bytes | None) -> None:
-        detector = self.rt.detector
         if self.status == 304:
-            update = detector.on_card(self.url, None)
+            update = self.rt.card_fetched(self.url, None, None)
         else:
             card = parse_card(self.status, self.headers, body or b"")
             if card is None:
                 return
-            update = detector.on_card(self.url, card, self.a2a.card_variant)
-            self.rt.cards_changed()
-        if update.etag_changed:
-            label = self.rt.metrics.agent(update.agent)
-            self.rt.metrics.etag_changes.add(1, {sc.AGENT_NAME: label})
+            update = self.rt.card_fetched(self.url, card, self.a2a.card_variant)
         span = self.span
         if not span.is_recording():
             return
         span.set_attribute(sc.AGENT_URL, update.agent)
         span.set_attribute(sc.CARD_ETAG_CHANGED, update.etag_changed)
-        self._card_attributes(detector.registry.card(update.agent), update.etag, update.heartbeat)
+        self._card_attributes(update.card, update.etag, update.heartbeat)
 
     def _card_attributes(
         self, card: CardInfo | None, etag: str | None, heartbeat: float | None
@@ -424,15 +409,14 @@ class Exchange:
                 self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
                 if event.facts.error is None:  # else _apply named it
                     self.span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
-        detector = self.rt.detector
-        for task_id in self._stream_tasks - reported:
-            detector.on_stream_frame(task_id, now)
+        self.rt.stream_alive(self._stream_tasks - reported, now)
 
     def _apply(self, facts: ResponseFacts, *, streamed: bool, now: float | None = None) -> None:
         rt, span = self.rt, self.span
         if now is None:
             now = time.monotonic()
         recording = span.is_recording()
+        operation = self.a2a.operation._value_
         if facts.error is not None:
             if recording:
                 code = facts.error.code
@@ -443,14 +427,9 @@ class Exchange:
                     span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
             task_id = self.a2a.task_id
             if facts.error.task_not_found and task_id:
-                verdict = rt.detector.on_task_not_found(task_id, now)
-                if verdict is not None:
-                    self._report(verdict)
+                rt.task_not_found(span, task_id, operation, now)
         if not facts.reports:
             return
-        verdicts: list[Verdict] = rt.detector.on_reports(
-            self.agent, facts.reports, self.a2a.operation, now
-        )
         for report in facts.reports:
             if streamed and len(self._stream_tasks) < _MAX_STREAM_TASKS:
                 self._stream_tasks.add(report.task_id)
@@ -471,6 +450,8 @@ class Exchange:
                         sc.TASK_STATE_RAW: report.state.raw,
                     },
                 )
+        peer = rt.fresh(self.peer)  # a card fetched since the request left is in force now
+        rt.observe(span, peer, facts.reports, operation, now)
         last = self._last_report
         if recording and last is not None and last.state is not None:
             # only what the span does not carry yet: each attribute is validated by the SDK
@@ -483,38 +464,6 @@ class Exchange:
                 attrs[sc.TASK_ID] = last.task_id
             if last.context_id and last.context_id != self.a2a.context_id:
                 attrs[sc.CONTEXT_ID] = last.context_id
-            etag = rt.detector.registry.etag(self.agent)
-            if etag and etag != self.etag_before:
-                attrs[sc.CARD_ETAG] = etag
+            if peer.etag and peer.etag != self.peer.etag:
+                attrs[sc.CARD_ETAG] = peer.etag
             span.set_attributes(attrs)
-        for verdict in verdicts:
-            self._report(verdict)
-
-    def _report(self, verdict: Verdict) -> None:
-        self.rt.report(self.span, verdict, self.a2a.operation._value_)
-
-
-# Exchanges whose response was collected open (see Exchange.abandon), with the time it was.
-# Each needs a request to exist and each request empties it: small, whatever the traffic.
-_abandoned: deque[tuple[Exchange, int]] = deque()
-
-
-_draining = threading.local()
-
-
-def end_abandoned() -> None:
-    """End the spans of responses the application dropped unread and unclosed. Not again
-    from within: a span processor that makes an httpx request while one of these spans
-    ends would re-enter itself."""
-    if not _abandoned or getattr(_draining, "active", False):
-        return
-    _draining.active = True
-    try:
-        while _abandoned:
-            try:
-                exchange, at = _abandoned.popleft()
-            except IndexError:  # another thread took the last one
-                return
-            exchange.close(at)
-    finally:
-        _draining.active = False

@@ -8,6 +8,7 @@ instrumented first. The response stream is replaced by a tee that shows each chu
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -16,8 +17,8 @@ import httpx
 from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from otel_a2a.instrumentation import collection, processor, runtime
-from otel_a2a.instrumentation.exchange import Exchange, end_abandoned
+from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation.exchange import Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
 
@@ -77,6 +78,15 @@ def _late_setup(rt: runtime.Runtime) -> None:
             )
 
 
+def _late_setup_guarded(rt: runtime.Runtime) -> None:
+    """:func:`_late_setup` as otel-a2a's work in this thread (see ``collection``)."""
+    if collection.enter():
+        try:
+            _late_setup(rt)
+        finally:
+            collection.leave()
+
+
 async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
     """Configuring the SDK takes 50-350 ms (imports, resource detection, exporters): it runs
     in a worker thread so that the event loop goes on (asyncio or trio, through httpx's own
@@ -84,25 +94,29 @@ async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
     cheap and stays inline. The hop has a limiter of its own: the default one may be held
     whole by the application's threads waiting on this very request."""
     if rt.setup_pending != "configure":
-        _late_setup(rt)
+        _late_setup_guarded(rt)
         return
     from anyio import CapacityLimiter, to_thread
 
-    await to_thread.run_sync(_late_setup, rt, limiter=CapacityLimiter(1))
+    await to_thread.run_sync(_late_setup_guarded, rt, limiter=CapacityLimiter(1))
 
 
-def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | None:
-    """The runtime and the A2A request, or ``None`` for anything else. Never raises."""
-    rt = runtime.current()
-    if rt is None or not is_instrumentation_enabled():
+def _recognise(rt: runtime.Runtime, request: httpx.Request) -> A2ARequest | None:
+    """The A2A request, or ``None`` for anything else, and for a request sent inside
+    otel-a2a's own work in this thread (a finaliser's, run by a collection there: see
+    ``collection``), which goes through as if uninstrumented, counted. Never raises."""
+    if not collection.enter():
+        try:
+            url = request.url
+            headers = _headers(request.headers, _REQUEST_HEADERS)
+            if classify_request(request.method, url.path, headers, _request_body(request)):
+                collection.defer(functools.partial(rt.error, collection.REENTRANT))
+        except Exception as exc:  # counted later too: no metric may be recorded here
+            collection.defer(functools.partial(rt.error, type(exc).__name__))
         return None
-    if collection.collecting_here():  # a finaliser's request: it goes, unobserved (see there)
-        collection.count_later("request_during_collection")
-        return None
-    end_abandoned()  # of earlier requests: see Exchange.abandon
     try:
         url = request.url
-        a2a = classify_request(
+        return classify_request(
             request.method,
             url.path,
             _headers(request.headers, _REQUEST_HEADERS),
@@ -112,15 +126,22 @@ def _classify(request: httpx.Request) -> tuple[runtime.Runtime, A2ARequest] | No
     except Exception as exc:
         rt.error(exc)
         return None
-    if a2a is None:
+    finally:
+        collection.leave()
+
+
+def _open(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
+    """The exchange of an A2A request, its implicit decisions judged. Never raises."""
+    if not collection.enter():  # a finaliser run by the set-up sends it: see _recognise
+        collection.defer(functools.partial(rt.error, collection.REENTRANT))
         return None
-    if processor.set_aside_pending():  # what collections left, before this one is judged
-        processor.observe_set_aside(rt)
-    return rt, a2a
+    try:
+        return _start(rt, request, a2a)
+    finally:
+        collection.leave()
 
 
 def _start(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
-    """The exchange of an A2A request, its implicit decisions judged. Never raises."""
     try:
         url = request.url
         # netloc carries no credentials; query and fragment are dropped (never recorded)
@@ -134,6 +155,18 @@ def _start(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exch
     except Exception as exc:
         rt.error(exc)
     return exchange
+
+
+def _guarded(exchange: Exchange, work: Callable[..., None], *args: Any) -> None:
+    """The exchange's ``work`` as the application drives it (reading, closing), as
+    otel-a2a's work in this thread; reached inside that work, the exchange gives up."""
+    if not collection.enter():
+        exchange.give_up()
+        return
+    try:
+        work(*args)
+    finally:
+        collection.leave()
 
 
 def _abandon(exchange: Exchange) -> None:
@@ -154,20 +187,20 @@ class _TeeStream(httpx.SyncByteStream):
         exchange = self._exchange
         try:
             for chunk in self._inner:
-                exchange.feed(chunk)
+                _guarded(exchange, exchange.feed, chunk)
                 yield chunk
         except GeneratorExit:
             raise
         except BaseException as exc:
-            exchange.fail(exc)
+            _guarded(exchange, exchange.fail, exc)
             raise
-        exchange.complete()
+        _guarded(exchange, exchange.complete)
 
     def close(self) -> None:
         try:
             self._inner.close()
         finally:
-            self._exchange.close()
+            _guarded(self._exchange, self._exchange.close)
 
     def __del__(self) -> None:
         _abandon(self._exchange)
@@ -182,20 +215,20 @@ class _AsyncTeeStream(httpx.AsyncByteStream):
         exchange = self._exchange
         try:
             async for chunk in self._inner:
-                exchange.feed(chunk)
+                _guarded(exchange, exchange.feed, chunk)
                 yield chunk
         except GeneratorExit:
             raise
         except BaseException as exc:
-            exchange.fail(exc)
+            _guarded(exchange, exchange.fail, exc)
             raise
-        exchange.complete()
+        _guarded(exchange, exchange.complete)
 
     async def aclose(self) -> None:
         try:
             await self._inner.aclose()
         finally:
-            self._exchange.close()
+            _guarded(self._exchange, self._exchange.close)
 
     def __del__(self) -> None:
         _abandon(self._exchange)
@@ -208,6 +241,9 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[httpx.Request
 
 def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
     """Hand the response to the exchange; a failure here is counted, never raised."""
+    if not collection.enter():  # the request began outside otel-a2a's work: only a host
+        exchange.give_up()  # that resumes it from inside (a finaliser) gets here
+        return
     try:
         # A response built from bytes (MockTransport ``content=``/``json=``) is read at
         # creation: streaming it never touches the stream again, so take the body it holds.
@@ -228,6 +264,13 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
     except Exception as exc:
         exchange.rt.error(exc)
         exchange.close()
+    finally:
+        collection.leave()
+
+
+def _current() -> runtime.Runtime | None:
+    rt = runtime.current()
+    return rt if rt is not None and is_instrumentation_enabled() else None
 
 
 def send(
@@ -237,20 +280,20 @@ def send(
     kwargs: dict[str, Any],
 ) -> httpx.Response:
     request, stream = _split(args, kwargs)
-    found = None if request is None else _classify(request)
-    if request is None or found is None:
+    rt = _current() if request is not None else None
+    a2a = None if rt is None or request is None else _recognise(rt, request)
+    if rt is None or request is None or a2a is None:
         return wrapped(*args, **kwargs)
-    rt, a2a = found
     if _setup_due(rt):  # only A2A traffic decides about providers
-        _late_setup(rt)
-    exchange = _start(rt, request, a2a)
+        _late_setup_guarded(rt)
+    exchange = _open(rt, request, a2a)
     if exchange is None:
         return wrapped(*args, **kwargs)
     token = context.attach(trace.set_span_in_context(exchange.span))
     try:
         response = wrapped(*args, **kwargs)
     except BaseException as exc:
-        exchange.fail(exc)
+        _guarded(exchange, exchange.fail, exc)
         raise
     finally:
         context.detach(token)
@@ -265,20 +308,20 @@ async def async_send(
     kwargs: dict[str, Any],
 ) -> httpx.Response:
     request, stream = _split(args, kwargs)
-    found = None if request is None else _classify(request)
-    if request is None or found is None:
+    rt = _current() if request is not None else None
+    a2a = None if rt is None or request is None else _recognise(rt, request)
+    if rt is None or request is None or a2a is None:
         return await wrapped(*args, **kwargs)
-    rt, a2a = found
     if _setup_due(rt):  # only A2A traffic decides about providers
         await _late_setup_off_the_loop(rt)
-    exchange = _start(rt, request, a2a)
+    exchange = _open(rt, request, a2a)
     if exchange is None:
         return await wrapped(*args, **kwargs)
     token = context.attach(trace.set_span_in_context(exchange.span))
     try:
         response = await wrapped(*args, **kwargs)
     except BaseException as exc:
-        exchange.fail(exc)
+        _guarded(exchange, exchange.fail, exc)
         raise
     finally:
         context.detach(token)

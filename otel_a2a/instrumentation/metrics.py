@@ -13,6 +13,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observa
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector
+from otel_a2a.instrumentation import collection
 from otel_a2a.version import __version__
 
 
@@ -97,7 +98,10 @@ class A2AMetrics:
 
     def agent(self, agent: str) -> str:
         """The ``a2a.agent.name`` label of an agent key: its card's name, else the key."""
-        name = self.detector.registry.name(agent)
+        return self.label(agent, self.detector.registry.name(agent))
+
+    def label(self, agent: str, name: str | None) -> str:
+        """The label of an agent key whose card's name is ``name``."""
         return self.labels(name) if name else self.labels(agent, address=True)
 
 
@@ -110,9 +114,18 @@ def activate(metrics: A2AMetrics | None) -> None:
     _active = metrics
 
 
+# The callbacks that take a lock are otel-a2a's work (see ``collection``): a collection inside
+# one may run a finaliser that reaches otel-a2a. The SDK is collecting: no drain here.
+
+
 def _observe_redundant(options: CallbackOptions) -> Iterable[Observation]:
     m = _active
-    return m.redundant.observe(options) if m is not None else []
+    if m is None or not collection.enter(drain=False):
+        return []
+    try:
+        return m.redundant.observe(options)
+    finally:
+        collection.leave()
 
 
 def _observe_evicted(_options: CallbackOptions) -> Iterable[Observation]:
@@ -122,18 +135,24 @@ def _observe_evicted(_options: CallbackOptions) -> Iterable[Observation]:
 
 def _observe_tracked(_options: CallbackOptions) -> Iterable[Observation]:
     m = _active
-    if m is None:
+    if m is None or not collection.enter(drain=False):
         return []
-    counts = m.detector.tracked_by_class()
+    try:
+        counts = m.detector.tracked_by_class()
+    finally:
+        collection.leave()
     return [Observation(n, {sc.TASK_STATE_CLASS: cls.value}) for cls, n in counts.items()]
 
 
 def _observe_stale(_options: CallbackOptions) -> Iterable[Observation]:
     m = _active
-    if m is None:
+    if m is None or not collection.enter(drain=False):
         return []
-    totals: dict[str, int] = {}
-    for agent, n in m.detector.stale_by_agent(time.monotonic()).items():
-        label = m.agent(agent)
-        totals[label] = totals.get(label, 0) + n
+    try:
+        totals: dict[str, int] = {}
+        for agent, n in m.detector.stale_by_agent(time.monotonic()).items():
+            label = m.agent(agent)
+            totals[label] = totals.get(label, 0) + n
+    finally:
+        collection.leave()
     return [Observation(n, {sc.AGENT_NAME: label}) for label, n in totals.items()]

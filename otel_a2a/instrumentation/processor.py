@@ -8,11 +8,10 @@ spans that carry a task state into observations.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeVar
@@ -22,14 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import assumes_live
-from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation.collection import clear as clear_uncounted
-from otel_a2a.instrumentation.collection import (
-    collecting_here,
-    count_later,
-    take_uncounted,
-    uncounted_pending,
-)
+from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.protocol import (
     MAX_ID_LEN,
     Binding,
@@ -94,13 +86,9 @@ def _first_sight(hook: str, span: ReadableSpan) -> bool:
         return True
 
 
-# A span the garbage collector ends (a generator suspended inside it, collected) may end while
-# the collecting thread holds a lock: one of the ledger or the registry (observing the span
-# would wait on it for ever), or one of the SDK's (recording a metric would). In that thread,
-# during the collection (see ``collection``), a span's state is set aside, only the text
-# attributes ``_observe`` reads, bounded, and stamped with its time, and observed by the next
-# hook call, decision or A2A request; a decision started there is not judged, and counted.
-_MAX_SET_ASIDE = 1024
+# A span ended inside otel-a2a's own work in this thread (a generator suspended inside it,
+# collected there: see ``collection``) is observed at the next drain, at the time it ended.
+# Only the text attributes ``_observe`` reads are kept, bounded: no span is kept alive.
 _ASIDE_KEYS = (
     sc.TASK_STATE_RAW,
     sc.TASK_STATE,
@@ -110,55 +98,18 @@ _ASIDE_KEYS = (
     sc.AGENT_URL,
 )
 _MAX_ASIDE_TEXT = 1024  # more than any id or value _observe uses; bounds what is kept
-_set_aside: deque[tuple[str, dict[str, object], float]] = deque()
 
 
-def _put_aside(task_id: str, attrs: Mapping[str, object]) -> None:
-    if len(_set_aside) >= _MAX_SET_ASIDE:
-        count_later("set_aside_overflow")
-        return
+def _put_aside(rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object]) -> None:
+    """Defer the observation of a span ended inside otel-a2a's own work (``on_end`` bounded
+    its task id already); only bounded text is kept."""
     kept: dict[str, object] = {}
     for key in _ASIDE_KEYS:
         value = attrs.get(key)
         if isinstance(value, str):
             kept[key] = value[:_MAX_ASIDE_TEXT]
-    _set_aside.append((task_id, kept, time.monotonic()))
-
-
-def set_aside_pending() -> bool:
-    return bool(_set_aside) or uncounted_pending()
-
-
-def observe_set_aside(rt: runtime.Runtime) -> None:
-    """Observe the spans set aside during collections, each at the time it ended (a newer
-    observation made since wins), and count the errors that could not be counted then."""
-    if collecting_here():
-        return
-    for error_type, n in take_uncounted().items():
-        with contextlib.suppress(Exception):  # the error path must not raise into the host
-            rt.metrics.errors.add(n, {sc.ERROR_TYPE: error_type})
-    while _set_aside:
-        try:
-            task_id, attrs, ended = _set_aside.popleft()
-        except IndexError:  # another thread took the last one
-            return
-        try:
-            DivergenceSpanProcessor._observe(rt, task_id, attrs, ended)
-        except Exception as exc:
-            rt.error(exc)
-
-
-def record_set_aside() -> None:
-    """At ``uninstrument()`` and at exit: what collections left for later, now."""
-    rt = runtime.current()
-    if rt is not None:
-        observe_set_aside(rt)
-
-
-def clear_set_aside() -> None:
-    """At ``uninstrument()``: nothing of this runtime reaches the next one."""
-    _set_aside.clear()
-    clear_uncounted()
+    observe = DivergenceSpanProcessor._observe
+    collection.defer(functools.partial(observe, rt, task_id, kept, time.monotonic()))
 
 
 class DivergenceSpanProcessor(SpanProcessor):
@@ -173,24 +124,24 @@ class DivergenceSpanProcessor(SpanProcessor):
         rt = runtime.current()
         if rt is None or _ours(span) or not _first_sight("start", span):
             return
-        if collecting_here():  # see ``_set_aside``: not judged, counted later
-            count_later("decision_during_collection")
+        if not collection.enter():  # inside otel-a2a's own work: not judged, counted
+            collection.defer(functools.partial(rt.error, collection.REENTRANT))
             return
-        if set_aside_pending():
-            observe_set_aside(rt)
         try:
             task_id = attrs.get(sc.TASK_ID)
             # an overlong id (see ``on_end``, which counts it) is not judged
             if not isinstance(task_id, str) or len(task_id) > MAX_ID_LEN:
                 return
-            agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
+            peer = rt.peer_of(rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL)))
             live = assumes_live(attrs.get(sc.ASSUMED_STATE))
-            verdict = rt.decide(span, task_id, agent, sc.OP_DECISION, assumes_live=live)
+            verdict = rt.decide(span, task_id, peer, sc.OP_DECISION, assumes_live=live)
             etag = verdict.evidence.etag_now
             if etag is not None and span.is_recording():
                 span.set_attribute(sc.CARD_ETAG, etag)
         except Exception as exc:
             rt.error(exc)
+        finally:
+            collection.leave()
 
     def on_end(self, span: ReadableSpan) -> None:
         attrs = _attributes(span)
@@ -202,20 +153,23 @@ class DivergenceSpanProcessor(SpanProcessor):
         task_id = attrs.get(sc.TASK_ID)
         if not isinstance(task_id, str):
             return
-        if len(task_id) > MAX_ID_LEN:
-            # the wire path's bound: no foreign span makes the ledger keep a megabyte per task
-            # (``error`` defers the count inside a collection)
-            rt.error("task_id_too_long")
+        # the wire path's bound: no foreign span makes the ledger keep a megabyte per task
+        overlong = len(task_id) > MAX_ID_LEN
+        if not collection.enter():  # inside otel-a2a's own work: see ``_put_aside``
+            if overlong:
+                collection.defer(functools.partial(rt.error, "task_id_too_long"))
+            else:
+                _put_aside(rt, task_id, attrs)
             return
-        if collecting_here():  # no lock, no metric here: see ``_set_aside``
-            _put_aside(task_id, attrs)
-            return
-        if set_aside_pending():
-            observe_set_aside(rt)
         try:
-            self._observe(rt, task_id, attrs)
+            if overlong:
+                rt.error("task_id_too_long")
+            else:
+                self._observe(rt, task_id, attrs)
         except Exception as exc:
             rt.error(exc)
+        finally:
+            collection.leave()
 
     @staticmethod
     def _observe(
@@ -241,10 +195,8 @@ class DivergenceSpanProcessor(SpanProcessor):
         operation = _enum(Operation, attrs.get(sc.OPERATION))
         source = operation.value if operation is not None else sc.OP_UNKNOWN
         report = TaskReport(task_id, None, reading, "task")
-        agent = rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL))
-        now = time.monotonic() if at is None else at
-        for verdict in rt.detector.on_reports(agent, [report], source, now):
-            rt.report(None, verdict, source)
+        peer = rt.peer_of(rt.resolve_agent(task_id, attrs.get(sc.AGENT_URL)))
+        rt.observe(None, peer, (report,), source, time.monotonic() if at is None else at)
 
     def shutdown(self) -> None:
         return None

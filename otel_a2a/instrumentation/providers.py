@@ -27,9 +27,8 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry._logs import get_logger_provider
 
-from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation.exchange import end_abandoned
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor, record_set_aside
+from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 
 _log = logging.getLogger("otel_a2a")
 _lock = threading.Lock()
@@ -64,11 +63,10 @@ _ABORTED = "Shutdown in progress, aborting retry."
 
 def finish_before_exit() -> None:
     """(Re-)register, to run at exit before the shutdown of every provider made so far
-    (``atexit`` runs the last registered first): the end of abandoned responses' spans, and
-    what garbage collections left for later."""
-    for func in (end_abandoned, record_set_aside):
-        atexit.unregister(func)
-        atexit.register(func)
+    (``atexit`` runs the last registered first): what was deferred (see ``collection``), the
+    spans of dropped responses among it."""
+    atexit.unregister(collection.drain)
+    atexit.register(collection.drain)
 
 
 def attach_processor(provider: object) -> bool:

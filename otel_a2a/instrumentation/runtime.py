@@ -10,6 +10,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
@@ -18,15 +19,48 @@ from opentelemetry.trace import Span, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from otel_a2a import semconv as sc
-from otel_a2a.detect import Detector, Verdict
-from otel_a2a.instrumentation import collection
+from otel_a2a.detect import CardUpdate, Detector, Verdict
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics, activate
+from otel_a2a.protocol import CardInfo, TaskReport
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
 _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
 UNKNOWN_AGENT = "_UNKNOWN"  # the agent of a decision on a task never seen, no URL given
+
+
+class Peer:
+    """An agent as one exchange or decision sees it, resolved once: its key (URL), the card
+    etag in force, the heartbeat (seconds) and the card's name, all as of card generation
+    ``generation`` (see ``Runtime.fresh``); ``label`` is its ``a2a.agent.name`` metric label,
+    taken only when a metric needs it (labels are capped)."""
+
+    __slots__ = ("_label", "_metrics", "etag", "generation", "heartbeat", "key", "name")
+
+    def __init__(
+        self,
+        key: str,
+        etag: str | None,
+        heartbeat: float,
+        name: str | None,
+        generation: int,
+        metrics: A2AMetrics,
+    ) -> None:
+        self.key = key
+        self.etag = etag
+        self.heartbeat = heartbeat
+        self.name = name
+        self.generation = generation
+        self._metrics = metrics
+        self._label: str | None = None
+
+    @property
+    def label(self) -> str:
+        label = self._label
+        if label is None:
+            label = self._label = self._metrics.label(self.key, self.name)
+        return label
 
 
 class Runtime:
@@ -50,42 +84,51 @@ class Runtime:
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.
         self.setup_pending: str | None = None
         self.setup_lock = threading.Lock()
-        self._agents_by_url: dict[str, str] = {}
-        # a new value at every card fetch (``next`` on a count is atomic): a lookup that began
-        # before one may hold the previous answer and must not stay memoised
+        self._peers: dict[str, Peer] = {}
+        # a new value at every card fetch (``next`` on a count is atomic): a peer resolved
+        # under an older one may be stale (another etag, heartbeat, name or route)
         self._card_fetches = itertools.count(1)
-        self._cards_seen = 0
+        self._generation = 0
 
-    def agent_for_url(self, url: str, interface: str | None = None) -> str:
+    def peer(self, url: str, interface: str | None = None) -> Peer:
         """The agent a request URL belongs to, memoised by ``interface`` (the URL without its
         A2A suffix, which holds task ids in HTTP+JSON paths) or else by the URL: the same few
-        interfaces serve every request, and the answer only changes when a card is fetched
-        (see ``cards_changed``)."""
+        interfaces serve every request, and the answer only changes when a card is fetched."""
         key = interface or url
-        agent = self._agents_by_url.get(key)
-        if agent is None:
-            seen = self._cards_seen
-            agent = self.detector.registry.agent_for_url(url)
-            memo = self._agents_by_url
+        peer = self._peers.get(key)
+        if peer is None or peer.generation != self._generation:
+            generation = self._generation  # first: a card fetched meanwhile makes it stale
+            peer = self._resolve(self.detector.registry.agent_for_url(url), generation)
+            memo = self._peers
             if len(memo) >= _MAX_MEMO_URLS:
                 memo.clear()
-            memo[key] = agent
-            if seen != self._cards_seen:  # a card arrived meanwhile: the answer may be stale
-                memo.pop(key, None)
-        return agent
+            memo[key] = peer
+        return peer
 
-    def cards_changed(self) -> None:
-        self._cards_seen = next(self._card_fetches)  # first, then clear: see agent_for_url
-        self._agents_by_url.clear()
+    def agent_for_url(self, url: str, interface: str | None = None) -> str:
+        return self.peer(url, interface).key
 
-    def error(self, exc: BaseException | str) -> None:
-        """Count an internal failure; the host never sees it."""
+    def peer_of(self, agent: str) -> Peer:
+        """The agent of a key (``resolve_agent``'s answer), resolved now."""
+        return self._resolve(agent, self._generation)
+
+    def fresh(self, peer: Peer) -> Peer:
+        """``peer``, or its agent resolved again if a card was fetched since: an exchange
+        that outlives a card fetch (a stream) observes under the card now in force."""
+        return peer if peer.generation == self._generation else self.peer_of(peer.key)
+
+    def _resolve(self, agent: str, generation: int) -> Peer:
+        registry = self.detector.registry
+        heartbeat = registry.heartbeat(agent)[0]
+        return Peer(
+            agent, registry.etag(agent), heartbeat, registry.name(agent), generation, self.metrics
+        )
+
+    def error(self, exc: BaseException | str, n: int = 1) -> None:
+        """Count an internal failure (``n`` of them); the host never sees it."""
         kind = exc if isinstance(exc, str) else type(exc).__name__
-        if collection.collecting_here():  # a metric now could wait on a lock held here
-            collection.count_later(kind)
-            return
         try:
-            self.metrics.errors.add(1, {sc.ERROR_TYPE: kind})
+            self.metrics.errors.add(n, {sc.ERROR_TYPE: kind})
             _log.debug("otel-a2a internal error: %s", kind, exc_info=not isinstance(exc, str))
         except Exception:  # the error path itself must not raise into the host
             pass
@@ -139,7 +182,7 @@ class Runtime:
         self,
         span: Span,
         task_id: str,
-        agent: str,
+        peer: Peer,
         operation: str,
         now: float | None = None,
         assumes_live: bool = True,
@@ -151,9 +194,9 @@ class Runtime:
         """
         if now is None:
             now = time.monotonic()
-        verdict = self.detector.decide(task_id, agent, now, assumes_live)
+        verdict = self.detector.decide(task_id, peer, now, assumes_live)
         try:
-            label = self.metrics.agent(agent)
+            label = peer.label
             outcome = "authoritative" if verdict.ok else "divergent"
             self.metrics.decisions.add(1, {sc.DECISION_OUTCOME: outcome, sc.AGENT_NAME: label})
             if verdict.evidence.age is not None:
@@ -162,6 +205,47 @@ class Runtime:
         except Exception as exc:
             self.error(exc)
         return verdict
+
+    def observe(
+        self,
+        span: Span | None,
+        peer: Peer,
+        reports: Sequence[TaskReport],
+        operation: str,
+        now: float,
+    ) -> None:
+        """Record authoritative observations of ``peer``'s tasks and report what they
+        contradict, on ``span`` when it is live: the one way a task state read anywhere (a
+        response, a stream frame, another instrumentation's span) becomes an observation."""
+        for verdict in self.detector.on_reports(peer, reports, operation, now):
+            self.report(span, verdict, operation)
+
+    def poll(self, peer: Peer, task_id: str, now: float) -> None:
+        """A ``GetTask`` about to leave: counted when it cannot tell anything new."""
+        if self.detector.redundant_get(task_id, peer, now):
+            self.metrics.redundant.add(peer.label)
+
+    def task_not_found(self, span: Span, task_id: str, operation: str, now: float) -> None:
+        """The agent answered TaskNotFound: ``task_lost`` if the task was live."""
+        verdict = self.detector.on_task_not_found(task_id, now)
+        if verdict is not None:
+            self.report(span, verdict, operation)
+
+    def stream_alive(self, task_ids: Iterable[str], now: float) -> None:
+        """A frame of an open stream (an event or ``: ping``) refreshes its tasks."""
+        detector = self.detector
+        for task_id in task_ids:
+            detector.on_stream_frame(task_id, now)
+
+    def card_fetched(self, url: str, card: CardInfo | None, variant: str | None) -> CardUpdate:
+        """A well-known card response (``card`` None for ``304``): the registry updated, the
+        peers resolved before it made stale, an etag change counted."""
+        update = self.detector.on_card(url, card, variant)
+        if card is not None:  # after the update: see ``peer``
+            self._generation = next(self._card_fetches)
+        if update.etag_changed:
+            self.metrics.etag_changes.add(1, {sc.AGENT_NAME: self.metrics.agent(update.agent)})
+        return update
 
 
 _runtime: Runtime | None = None

@@ -41,19 +41,21 @@ def test_on_card_reports_agent_and_etag_changes() -> None:
 
 def test_seed_timeline_heartbeat_gap_then_terminal_state() -> None:
     det = detector()
-    assert det.decide("t1", AGENT, 1.0).reason is R.NO_OBSERVATION
+    assert det.decide("t1", det.agent(AGENT), 1.0).reason is R.NO_OBSERVATION
     assert (
-        det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.SEND_MESSAGE, 10.0)
+        det.on_reports(
+            det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.SEND_MESSAGE, 10.0
+        )
         == []
     )
-    assert det.decide("t1", AGENT, 20.0).ok
+    assert det.decide("t1", det.agent(AGENT), 20.0).ok
     # the worker restarts silently; nothing is observed for longer than the heartbeat
-    verdict = det.decide("t1", AGENT, 45.0)
+    verdict = det.decide("t1", det.agent(AGENT), 45.0)
     assert verdict.reason is R.HEARTBEAT_GAP and verdict.evidence.age == 35.0
     assert det.stale_by_agent(45.0) == {AGENT: 1}
     # a re-fetch of the task shows the rehydrated terminal state
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_FAILED")], Operation.GET_TASK, 50.0)
-    assert det.decide("t1", AGENT, 500.0).reason is R.TERMINAL_STATE
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_FAILED")], Operation.GET_TASK, 50.0)
+    assert det.decide("t1", det.agent(AGENT), 500.0).reason is R.TERMINAL_STATE
     assert det.stale_by_agent(500.0) == {}
 
 
@@ -61,54 +63,65 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat() -> None:
     """Human in the loop: the person answers after 31 s; the worker was healthy all along."""
     det = detector()
     for task_id, raw in (("asks", "TASK_STATE_INPUT_REQUIRED"), ("works", "TASK_STATE_WORKING")):
-        det.on_reports(AGENT, [report(task_id, raw)], Operation.SEND_MESSAGE, 10.0)
+        det.on_reports(det.agent(AGENT), [report(task_id, raw)], Operation.SEND_MESSAGE, 10.0)
     assert det.stale_by_agent(41.0) == {AGENT: 1}  # the working one only
-    assert det.decide("asks", AGENT, 41.0).ok
-    assert det.decide("works", AGENT, 41.0).reason is R.HEARTBEAT_GAP
+    assert det.decide("asks", det.agent(AGENT), 41.0).ok
+    assert det.decide("works", det.agent(AGENT), 41.0).reason is R.HEARTBEAT_GAP
     det.on_card(CARD_URL, make_card('"v2"', interfaces=(AGENT + "/a2a",)))  # redeployed
-    assert det.decide("asks", AGENT, 41.0).reason is R.ETAG_CHANGED
-    assert not det.redundant_get("asks", AGENT, 41.0)  # a poll may learn it moved on
+    assert det.decide("asks", det.agent(AGENT), 41.0).reason is R.ETAG_CHANGED
+    assert not det.redundant_get("asks", det.agent(AGENT), 41.0)  # a poll may learn it moved on
 
 
 def test_seed_etag_change() -> None:
     det = detector()
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
     det.on_card(CARD_URL, make_card('"v2"'))
-    verdict = det.decide("t1", AGENT, 12.0)
+    verdict = det.decide("t1", det.agent(AGENT), 12.0)
     assert verdict.reason is R.ETAG_CHANGED
     assert (verdict.evidence.etag_now, verdict.evidence.etag_observed) == ('"v2"', '"v1"')
     # a fresh observation under the new etag authorises again
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 13.0)
-    assert det.decide("t1", AGENT, 14.0).ok
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 13.0)
+    assert det.decide("t1", det.agent(AGENT), 14.0).ok
 
 
 def test_seed_variant_working_is_non_canonical() -> None:
     det = detector()
-    verdicts = det.on_reports(AGENT, [report("t1", "Working")], Operation.GET_TASK, 10.0)
+    verdicts = det.on_reports(det.agent(AGENT), [report("t1", "Working")], Operation.GET_TASK, 10.0)
     assert [v.reason for v in verdicts] == [R.NON_CANONICAL_STATE]
     obs = det.ledger.get("t1")
     assert obs is not None and obs.state is TaskState.WORKING and obs.raw == "Working"
-    assert det.decide("t1", AGENT, 11.0).ok  # normalised: the decision itself is fine
+    assert det.decide("t1", det.agent(AGENT), 11.0).ok  # normalised: the decision itself is fine
     # v0.3 JSON-RPC spells it exactly that way
-    assert det.on_reports(AGENT, [report("t2", "working", "0.3")], Operation.GET_TASK, 10.0) == []
+    assert (
+        det.on_reports(det.agent(AGENT), [report("t2", "working", "0.3")], Operation.GET_TASK, 10.0)
+        == []
+    )
     assert [
-        v.reason for v in det.on_reports(AGENT, [report("t3", "working")], "GetTask", 10.0)
+        v.reason
+        for v in det.on_reports(det.agent(AGENT), [report("t3", "working")], "GetTask", 10.0)
     ] == [R.NON_CANONICAL_STATE]
 
 
 def test_unknown_state_is_recorded_and_authorises_nothing() -> None:
     det = detector()
-    verdicts = det.on_reports(AGENT, [report("t1", "paused")], Operation.GET_TASK, 10.0)
+    verdicts = det.on_reports(det.agent(AGENT), [report("t1", "paused")], Operation.GET_TASK, 10.0)
     assert [v.reason for v in verdicts] == [R.UNKNOWN_STATE]
-    assert det.decide("t1", AGENT, 11.0).reason is R.NO_OBSERVATION
-    assert det.on_reports(AGENT, [report("t2", "TASK_STATE_UNSPECIFIED")], "GetTask", 1.0) == []
-    assert det.decide("t2", AGENT, 2.0).reason is R.NO_OBSERVATION
+    assert det.decide("t1", det.agent(AGENT), 11.0).reason is R.NO_OBSERVATION
+    assert (
+        det.on_reports(det.agent(AGENT), [report("t2", "TASK_STATE_UNSPECIFIED")], "GetTask", 1.0)
+        == []
+    )
+    assert det.decide("t2", det.agent(AGENT), 2.0).reason is R.NO_OBSERVATION
 
 
 def test_terminal_regression() -> None:
     det = detector()
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0)
-    verdicts = det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 11.0)
+    det.on_reports(
+        det.agent(AGENT), [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0
+    )
+    verdicts = det.on_reports(
+        det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 11.0
+    )
     assert [v.reason for v in verdicts] == [R.TERMINAL_REGRESSION]
     assert verdicts[0].evidence.last_state is TaskState.COMPLETED
 
@@ -117,8 +130,10 @@ def test_a_report_older_than_the_observation_held_changes_nothing_but_is_judged(
     """Recorded after a newer one (another thread was faster): no regression, no new etag or
     state, but a wrong spelling is still what the agent sent."""
     det = detector()
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0)
-    older = det.on_reports(AGENT, [report("t1", "Working")], Operation.GET_TASK, 9.0)
+    det.on_reports(
+        det.agent(AGENT), [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0
+    )
+    older = det.on_reports(det.agent(AGENT), [report("t1", "Working")], Operation.GET_TASK, 9.0)
     assert [v.reason for v in older] == [R.NON_CANONICAL_STATE]
     held = det.ledger.get("t1")
     assert held is not None and held.state is TaskState.COMPLETED and held.at == 10.0
@@ -127,54 +142,66 @@ def test_a_report_older_than_the_observation_held_changes_nothing_but_is_judged(
 def test_task_lost_then_forgotten() -> None:
     det = detector()
     assert det.on_task_not_found("never-seen", 1.0) is None
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
     verdict = det.on_task_not_found("t1", 12.0)
     assert verdict is not None and verdict.reason is R.TASK_LOST and verdict.evidence.age == 2.0
     assert det.ledger.get("t1") is None
-    det.on_reports(AGENT, [report("t2", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0)
+    det.on_reports(
+        det.agent(AGENT), [report("t2", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0
+    )
     assert det.on_task_not_found("t2", 12.0) is None and det.ledger.get("t2") is None
 
 
 def test_redundant_get() -> None:
     det = detector()
-    assert det.redundant_get("t1", AGENT, 1.0) is False
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
-    assert det.redundant_get("t1", AGENT, 20.0) is True
-    assert det.redundant_get("t1", AGENT, 41.0) is False
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 42.0)
-    assert det.redundant_get("t1", AGENT, 1e6) is True
+    assert det.redundant_get("t1", det.agent(AGENT), 1.0) is False
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
+    assert det.redundant_get("t1", det.agent(AGENT), 20.0) is True
+    assert det.redundant_get("t1", det.agent(AGENT), 41.0) is False
+    det.on_reports(
+        det.agent(AGENT), [report("t1", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 42.0
+    )
+    assert det.redundant_get("t1", det.agent(AGENT), 1e6) is True
     det.on_card(CARD_URL, make_card('"v2"'))
-    assert det.redundant_get("t1", AGENT, 51.0) is False
+    assert det.redundant_get("t1", det.agent(AGENT), 51.0) is False
 
 
 def test_stream_frames_refresh_while_open() -> None:
     det = detector()
     det.on_reports(
-        AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.SEND_STREAMING_MESSAGE, 0.0
+        det.agent(AGENT),
+        [report("t1", "TASK_STATE_WORKING")],
+        Operation.SEND_STREAMING_MESSAGE,
+        0.0,
     )
     for now in range(10, 100, 10):
         assert det.on_stream_frame("t1", float(now)) is True  # ": ping" every 10 s
-    assert det.decide("t1", AGENT, 100.0).ok
-    assert det.decide("t1", AGENT, 130.0).reason is R.HEARTBEAT_GAP  # stream went quiet
+    assert det.decide("t1", det.agent(AGENT), 100.0).ok
+    assert det.decide("t1", det.agent(AGENT), 130.0).reason is R.HEARTBEAT_GAP  # stream went quiet
     assert det.on_stream_frame("unknown", 1.0) is False
 
 
 def test_report_without_state_only_touches() -> None:
     det = detector()
     artifact = TaskReport("t1", None, None, "artifact-update")
-    assert det.on_reports(AGENT, [artifact], Operation.SEND_STREAMING_MESSAGE, 5.0) == []
+    assert det.on_reports(det.agent(AGENT), [artifact], Operation.SEND_STREAMING_MESSAGE, 5.0) == []
     assert det.ledger.get("t1") is None
     det.on_reports(
-        AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.SEND_STREAMING_MESSAGE, 6.0
+        det.agent(AGENT),
+        [report("t1", "TASK_STATE_WORKING")],
+        Operation.SEND_STREAMING_MESSAGE,
+        6.0,
     )
-    det.on_reports(AGENT, [artifact], Operation.SEND_STREAMING_MESSAGE, 9.0)
+    det.on_reports(det.agent(AGENT), [artifact], Operation.SEND_STREAMING_MESSAGE, 9.0)
     obs = det.ledger.get("t1")
     assert obs is not None and obs.at == 9.0 and obs.state is TaskState.WORKING
 
 
 def test_observation_records_etag_and_source() -> None:
     det = detector()
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_INPUT_REQUIRED")], Operation.LIST_TASKS, 3.0)
+    det.on_reports(
+        det.agent(AGENT), [report("t1", "TASK_STATE_INPUT_REQUIRED")], Operation.LIST_TASKS, 3.0
+    )
     obs = det.ledger.get("t1")
     assert obs is not None
     assert (obs.agent, obs.etag, obs.source, obs.exact) == (AGENT, '"v1"', "ListTasks", True)
@@ -188,8 +215,8 @@ def test_observation_records_etag_and_source() -> None:
 def test_heartbeat_override_and_card_heartbeat() -> None:
     det = Detector(100, 30.0, {"worker:9001": 5.0})
     det.on_card(CARD_URL, make_card(heartbeat=60.0, heartbeat_source="extension"))
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 0.0)
-    assert det.decide("t1", AGENT, 6.0).reason is R.HEARTBEAT_GAP
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 0.0)
+    assert det.decide("t1", det.agent(AGENT), 6.0).reason is R.HEARTBEAT_GAP
     assert det.stale_by_agent(6.0) == {AGENT: 1}
     other = Detector(100, 30.0, {})
     update = other.on_card(
@@ -201,7 +228,7 @@ def test_heartbeat_override_and_card_heartbeat() -> None:
 
 def test_decide_without_agent_uses_where_the_task_was_seen() -> None:
     det = detector()
-    det.on_reports(AGENT, [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 0.0)
+    det.on_reports(det.agent(AGENT), [report("t1", "TASK_STATE_WORKING")], Operation.GET_TASK, 0.0)
     det.on_card(CARD_URL, make_card('"v2"'))
     assert det.decide("t1", None, 2.0).reason is R.ETAG_CHANGED
     verdict = det.decide("nope", None, 2.0)
@@ -211,7 +238,9 @@ def test_decide_without_agent_uses_where_the_task_was_seen() -> None:
 def test_eviction_is_counted() -> None:
     det = Detector(max_tasks=2)
     for i in range(5):
-        det.on_reports(AGENT, [report(f"t{i}", "TASK_STATE_WORKING")], Operation.GET_TASK, float(i))
+        det.on_reports(
+            det.agent(AGENT), [report(f"t{i}", "TASK_STATE_WORKING")], Operation.GET_TASK, float(i)
+        )
     assert det.evicted_total == 3 and len(det.ledger) == 2
 
 
@@ -220,11 +249,11 @@ def test_eviction_is_counted() -> None:
 )
 def test_weird_states_do_not_raise(raw: object) -> None:
     det = detector()
-    det.on_reports(AGENT, [report("t", raw)], Operation.GET_TASK, math.nan)
-    det.on_reports("", [TaskReport("", None, None, "task")], "weird", math.inf)
-    det.decide("t", AGENT, math.nan)
-    det.decide("t", "never-seen", -math.inf)
-    det.redundant_get("t", AGENT, math.nan)
+    det.on_reports(det.agent(AGENT), [report("t", raw)], Operation.GET_TASK, math.nan)
+    det.on_reports(det.agent(""), [TaskReport("", None, None, "task")], "weird", math.inf)
+    det.decide("t", det.agent(AGENT), math.nan)
+    det.decide("t", det.agent("never-seen"), -math.inf)
+    det.redundant_get("t", det.agent(AGENT), math.nan)
     det.stale_by_agent(math.nan)
     det.on_task_not_found("t", math.nan)
     det.on_card("::::", None)
@@ -244,10 +273,12 @@ def test_threads_smoke() -> None:
             for i in range(1_500):
                 task = f"t{(i * 7 + n) % 100}"
                 now = float(i)
-                det.on_reports(AGENT, [report(task, states[i % 4])], Operation.GET_TASK, now)
+                det.on_reports(
+                    det.agent(AGENT), [report(task, states[i % 4])], Operation.GET_TASK, now
+                )
                 det.on_stream_frame(task, now)
-                det.decide(task, AGENT, now)
-                det.redundant_get(task, AGENT, now)
+                det.decide(task, det.agent(AGENT), now)
+                det.redundant_get(task, det.agent(AGENT), now)
                 if i % 50 == 0:
                     det.on_task_not_found(task, now)
                     det.stale_by_agent(now)
@@ -283,9 +314,9 @@ def test_late_frames_are_not_regressions(
 ) -> None:
     det = detector()
     done = _stamped("t1", "TASK_STATE_COMPLETED", "2026-12-02T15:00:00.5+00:00")
-    assert det.on_reports(AGENT, [done], Operation.SEND_MESSAGE, 1.0) == []
+    assert det.on_reports(det.agent(AGENT), [done], Operation.SEND_MESSAGE, 1.0) == []
     late = _stamped("t1", "TASK_STATE_WORKING", late_stamp)
-    verdicts = det.on_reports(AGENT, [late], Operation.SUBSCRIBE_TO_TASK, 2.0)
+    verdicts = det.on_reports(det.agent(AGENT), [late], Operation.SUBSCRIBE_TO_TASK, 2.0)
     assert [v.reason for v in verdicts] == reasons
     observation = det.ledger.get("t1")
     assert observation is not None and observation.state is held

@@ -1,13 +1,17 @@
-"""Garbage collections (``otel_a2a/instrumentation/collection.py``): a finaliser may end a
-span, take a decision, send or read an A2A request while its thread holds otel-a2a's or the
-SDK's locks. Nothing it reaches may take a lock or record a metric then: spans are set aside
-and observed later, decisions and requests go on unjudged, errors are counted afterwards."""
+"""Work met inside otel-a2a's own work (``otel_a2a/instrumentation/collection.py``): a garbage
+collection there runs finalisers that may end a span, take a decision, send or read an A2A
+request while this thread holds the ledger's lock. None of it may wait on that lock: spans
+are deferred to the next drain, decisions and requests go through unjudged, counted.
+
+The collections are real: a lock that collects once while held stands for an allocation in
+the critical section, which can trigger one at any time."""
 
 from __future__ import annotations
 
 import gc
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -17,17 +21,6 @@ from otel_a2a.instrumentation import collection
 from otel_a2a.instrumentation.runtime import Runtime
 from tests.instrumentation.conftest import Clock, Harness, divergences
 from tests.support.fake_agent import FakeAgent
-
-
-def pretend_collecting(on: bool) -> None:
-    """Pretend the garbage collector runs in this thread, or stop pretending. A real
-    collection meanwhile would reset the flag (its callback ends it): none may run."""
-    if on:
-        gc.disable()
-        collection._collecting_thread = threading.get_ident()
-    else:
-        collection._collecting_thread = None
-        gc.enable()
 
 
 @pytest.fixture
@@ -40,135 +33,221 @@ def rt(otel: Harness) -> Runtime:
     return current
 
 
-def test_a_foreign_span_the_collector_ends_under_the_ledger_lock_is_set_aside(
-    rt: Runtime, otel: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A generator suspended inside a span, collected while this thread holds the ledger's
-    lock, ends its span right there: observing it then would wait on that lock for ever.
-    During a collection it is set aside, and observed by the next hook call or request."""
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    span = tracer.start_span(
-        "server", attributes={"a2a.task.id": "tG", "a2a.task.state.raw": "Working"}
-    )
-    done = threading.Event()
+class CollectingLock:
+    """The ledger's lock, which runs one real garbage collection while held once armed."""
 
-    def end_in_a_collection() -> None:
-        with rt.detector.ledger._lock:  # where the collection ran
-            pretend_collecting(True)
-            try:
-                span.end()
-            finally:
-                pretend_collecting(False)
-        done.set()
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self.armed = False
 
-    threading.Thread(target=end_in_a_collection, daemon=True).start()
-    assert done.wait(10), "deadlocked on the ledger's lock"
-    assert rt.detector.ledger.get("tG") is None  # set aside, not yet observed
-    with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tH"}):
-        pass  # the next hook call observes it
-    observed = rt.detector.ledger.get("tG")
-    assert observed is not None and observed.raw == "Working"
-    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    def __enter__(self) -> CollectingLock:
+        self._lock.__enter__()
+        if self.armed:
+            self.armed = False
+            gc.collect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.__exit__(*exc)
 
 
-def test_the_collection_flag_follows_the_real_garbage_collector(rt: Runtime, otel: Harness) -> None:
-    """A generator in a reference cycle, suspended inside a span, is closed by ``gc``: its
-    span ends during the collection and is observed by the next hook call."""
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+@pytest.fixture
+def ledger_lock(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> Iterator[CollectingLock]:
+    """Armed, the next critical section of the ledger collects; no other collection runs
+    meanwhile (an automatic one could take the garbage early)."""
+    lock = CollectingLock(rt.detector.ledger._lock)
+    monkeypatch.setattr(rt.detector.ledger, "_lock", lock)
+    gc.disable()
+    try:
+        yield lock
+    finally:
+        gc.enable()
+
+
+def finalised(cleanup: Callable[[], object]) -> None:
+    """Garbage whose finaliser runs ``cleanup``: a suspended generator in a reference cycle,
+    closed by the next collection."""
 
     def worker() -> Iterator[None]:
-        span = tracer.start_span(
-            "server", attributes={"a2a.task.id": "tC", "a2a.task.state.raw": "TASK_STATE_WORKING"}
-        )
         try:
             yield
         finally:
-            span.end()
+            cleanup()
 
     gen = worker()
     next(gen)
     cycle: list[object] = [gen]
     cycle.append(cycle)
-    del gen, cycle
+
+
+def in_a_thread(work: Callable[[], object]) -> None:
+    """Run ``work`` in a thread; fail (instead of hanging) if it deadlocks."""
+    done = threading.Event()
+
+    def run() -> None:
+        work()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(10), "deadlocked on the ledger's lock"
+
+
+def foreign_span(otel: Harness, task_id: str, **attributes: str) -> Callable[[], None]:
+    """A span of another instrumentation carrying a task state; returns its ``end``."""
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    return tracer.start_span("server", attributes={"a2a.task.id": task_id, **attributes}).end
+
+
+def test_a_span_a_collection_ends_inside_otel_a2a_work_waits_for_the_next_drain(
+    rt: Runtime, otel: Harness, ledger_lock: CollectingLock
+) -> None:
+    """A generator suspended inside a span, collected while this thread records a response
+    under the ledger's lock, ends its span right there: observing it then would wait on that
+    lock for ever. It is observed by the next call into otel-a2a instead."""
+    finalised(foreign_span(otel, "tG", **{"a2a.task.state.raw": "Working"}))
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    with agent.client() as client:
+        ledger_lock.armed = True
+        in_a_thread(lambda: agent.rpc(client, "GetTask", {"id": "t1"}))
+        assert not ledger_lock.armed and otel.spans("server"), "no collection ran"
+        assert rt.detector.ledger.get("t1") is not None
+        assert rt.detector.ledger.get("tG") is None  # deferred, not yet observed
+        agent.rpc(client, "GetTask", {"id": "t1"})  # the next request drains first
+    observed = rt.detector.ledger.get("tG")
+    assert observed is not None and observed.raw == "Working"
+    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+
+
+def test_a_span_a_collection_ends_outside_otel_a2a_work_is_observed_at_once(
+    rt: Runtime, otel: Harness
+) -> None:
+    """Nothing of otel-a2a's is held then: no reason to wait."""
+    finalised(foreign_span(otel, "tC", **{"a2a.task.state.raw": "TASK_STATE_WORKING"}))
     gc.collect()
     assert otel.spans("server"), "the collector did not close the generator"
-    assert rt.detector.ledger.get("tC") is None  # set aside during the collection
-    with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tD"}):
-        pass
     observed = rt.detector.ledger.get("tC")
     assert observed is not None and observed.raw == "TASK_STATE_WORKING"
 
 
-def test_spans_set_aside_beyond_the_bound_are_counted_not_kept(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None], monkeypatch: pytest.MonkeyPatch
+def test_a_collection_inside_a_metric_callback_defers_too(
+    rt: Runtime, otel: Harness, ledger_lock: CollectingLock
 ) -> None:
-    from otel_a2a.instrumentation import processor
-
-    monkeypatch.setattr(processor, "_MAX_SET_ASIDE", 2)
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    collecting(True)
-    for i in range(5):
-        attributes = {"a2a.task.id": f"tO{i}", "a2a.task.state": "working"}
-        tracer.start_span("server", attributes=attributes).end()
-    collecting(False)
-    assert len(processor._set_aside) == 2
-    with tracer.start_as_current_span("next", attributes={"a2a.task.id": "tP"}):
+    """The stale-task gauge walks the ledger under its lock, in the metric reader's thread."""
+    finalised(foreign_span(otel, "tM", **{"a2a.task.state": "working"}))
+    ledger_lock.armed = True
+    in_a_thread(otel.reader.get_metrics_data)
+    assert not ledger_lock.armed and otel.spans("server"), "no collection ran"
+    assert rt.detector.ledger.get("tM") is None
+    with liveness_decision("tM"):  # a decision drains first: judged on the deferred span
         pass
-    assert [rt.detector.ledger.get(f"tO{i}") is not None for i in range(5)] == [True] * 2 + [
-        False
-    ] * 3
-    assert otel.total("a2a.instrumentation.errors", error__type="set_aside_overflow") == 3
-    assert not processor.set_aside_pending()
+    assert divergences(otel.span("A2A liveness_decision")) == []
+
+
+def test_a_request_a_collection_sends_inside_otel_a2a_work_goes_unobserved_and_counted(
+    rt: Runtime, otel: Harness, ledger_lock: CollectingLock
+) -> None:
+    """A finaliser's A2A request (a CancelTask in a generator's cleanup) would wait on the
+    ledger's lock for its response: it goes through as if uninstrumented, counted."""
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING", "t2": "TASK_STATE_WORKING"})
+    replies: list[httpx.Response] = []
+    with agent.client() as client:
+        finalised(lambda: replies.append(agent.rpc(client, "GetTask", {"id": "t2"})))
+        ledger_lock.armed = True
+        in_a_thread(lambda: agent.rpc(client, "GetTask", {"id": "t1"}))
+        assert [r.json()["result"]["id"] for r in replies] == ["t2"]  # the host got its answer
+        assert rt.detector.ledger.get("t2") is None
+        assert len(otel.spans("A2A GetTask")) == 1
+        agent.rpc(client, "GetTask", {"id": "t1"})  # the next request counts it
+    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert len(otel.spans("A2A GetTask")) == 2
+
+
+def test_a_decision_a_collection_takes_inside_otel_a2a_work_is_not_judged_but_counted(
+    otel: Harness, ledger_lock: CollectingLock
+) -> None:
+    """Judging records metrics, whose SDK locks this thread may hold there as well."""
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    decisions: list[liveness_decision] = []
+
+    def decide() -> None:
+        with liveness_decision("t1") as decision:
+            decisions.append(decision)
+
+    with agent.client() as client:
+        finalised(decide)
+        ledger_lock.armed = True
+        in_a_thread(lambda: agent.rpc(client, "GetTask", {"id": "t1"}))
+        assert len(decisions) == 1 and decisions[0].verdict is None
+        assert otel.spans("A2A liveness_decision") == []
+        with liveness_decision("t1") as judged:  # the next decision counts it
+            pass
+    assert judged.verdict is not None and judged.verdict.ok
+    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
 
 
 @pytest.fixture
-def collecting() -> Iterator[Callable[[bool], None]]:
-    """Pretend the garbage collector runs in this thread (True) or not (False)."""
-    from otel_a2a.instrumentation import processor
+def inside() -> Iterator[Callable[[bool], None]]:
+    """Enter otel-a2a's work in this thread (True), as a collection there finds it, or leave
+    it (False)."""
+    entered = False
+
+    def set_inside(on: bool) -> None:
+        nonlocal entered
+        if on:
+            assert collection.enter()
+        else:
+            collection.leave()
+        entered = on
 
     try:
-        yield pretend_collecting
+        yield set_inside
     finally:
-        pretend_collecting(False)
-        processor.clear_set_aside()
+        if entered:
+            collection.leave()
 
 
-def test_a_collection_in_one_thread_leaves_the_others_alone(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None]
+def test_work_deferred_beyond_the_bound_is_counted_not_kept(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from otel_a2a.instrumentation import processor
+    monkeypatch.setattr(collection, "MAX_DEFERRED", 2)
+    inside(True)
+    for i in range(5):
+        foreign_span(otel, f"tO{i}", **{"a2a.task.state": "working"})()
+    inside(False)
+    assert collection._queue.qsize() == 2
+    foreign_span(otel, "tP")()  # the next hook call drains first
+    assert [rt.detector.ledger.get(f"tO{i}") is not None for i in range(5)] == [True] * 2 + [
+        False
+    ] * 3
+    assert otel.total("a2a.instrumentation.errors", error__type="deferred_overflow") == 3
+    assert collection._queue.empty() and collection._dropped == 0
 
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    collecting(True)
-    other = threading.Thread(
-        target=lambda: tracer.start_span(
-            "server", attributes={"a2a.task.id": "tB", "a2a.task.state": "completed"}
-        ).end()
-    )
+
+def test_otel_a2a_work_in_one_thread_leaves_the_others_alone(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None]
+) -> None:
+    inside(True)
+    other = threading.Thread(target=foreign_span(otel, "tB", **{"a2a.task.state": "completed"}))
     other.start()
     other.join(10)
     assert rt.detector.ledger.get("tB") is not None  # observed at once, in its own thread
-    assert not processor._set_aside
+    assert collection._queue.empty()
 
 
-def test_a_span_set_aside_is_observed_at_the_time_it_ended(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None], clock: Clock
+def test_a_deferred_span_is_observed_at_the_time_it_ended(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None], clock: Clock
 ) -> None:
-    """A response observed after the collection but before the drain is newer: it wins (no
-    false terminal_regression from the older state drained late)."""
-    from otel_a2a.instrumentation import processor
+    """A response observed after the span but before the drain is newer: it wins (no false
+    terminal_regression from the older state drained late)."""
     from otel_a2a.protocol import StateReading, TaskReport, TaskState
 
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    collecting(True)
-    tracer.start_span("old", attributes={"a2a.task.id": "tT", "a2a.task.state": "working"}).end()
-    collecting(False)
-    ((_, kept, _),) = processor._set_aside
-    assert set(kept) == {"a2a.task.state"}  # only what is read later: no span kept alive
-    clock.advance(1)  # a response read meanwhile (an exchange drains only as a request starts)
+    inside(True)
+    foreign_span(otel, "tT", **{"a2a.task.state": "working"})()
+    inside(False)
+    clock.advance(1)  # a response read meanwhile, in another thread
     done = StateReading("TASK_STATE_COMPLETED", TaskState.COMPLETED, True, True)
     report = TaskReport("tT", None, done, "task")
-    rt.detector.on_reports("http://agent.test", [report], "GetTask", clock())
+    rt.observe(None, rt.peer_of("http://agent.test"), [report], "GetTask", clock())
     with liveness_decision("tT", assumed_state="completed"):  # drains first
         pass
     observed = rt.detector.ledger.get("tT")
@@ -177,99 +256,47 @@ def test_a_span_set_aside_is_observed_at_the_time_it_ended(
     assert divergences(otel.span("A2A liveness_decision")) == []
 
 
-def test_a_decision_taken_during_a_collection_is_not_judged_but_counted(
-    otel: Harness, collecting: Callable[[bool], None]
+def test_a_deferred_span_keeps_only_bounded_text_it_is_read_for(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None]
 ) -> None:
-    """Judging would record metrics, whose SDK locks the collecting thread may hold."""
-    tracer = otel.tracer_provider.get_tracer("my.orchestrator")
-    collecting(True)
-    with tracer.start_as_current_span(
-        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
-    ):
-        pass
-    with liveness_decision("tX") as decision:
-        pass
-    collecting(False)
-    assert decision.verdict is None and otel.spans("A2A liveness_decision") == []
-    assert divergences(otel.span("wait_on_task")) == []
-    with liveness_decision("tY"):  # the next decision counts what could not be counted
-        pass
-    assert otel.total("a2a.instrumentation.errors", error__type="decision_during_collection") == 2
-
-
-def test_uninstrument_drops_what_was_set_aside(
-    otel: Harness, collecting: Callable[[bool], None]
-) -> None:
-    from otel_a2a.instrumentation import A2AInstrumentor, processor
-
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    collecting(True)
-    tracer.start_span("s", attributes={"a2a.task.id": "tU", "a2a.task.state": "working"}).end()
-    collecting(False)
-    assert processor.set_aside_pending()
-    A2AInstrumentor().uninstrument()
-    assert not processor.set_aside_pending()
-    A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
-
-
-def test_a_request_sent_during_a_collection_goes_unobserved_and_is_counted(
-    otel: Harness, collecting: Callable[[bool], None]
-) -> None:
-    """A finaliser's A2A request (a CancelTask in a generator's cleanup) would take the
-    ledger's lock and record metrics: it goes through as if uninstrumented, counted."""
-    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
-    with agent.client() as client:
-        collecting(True)
-        response = agent.rpc(client, "GetTask", {"id": "t1"})
-        collecting(False)
-        assert response.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
-        assert otel.spans() == []
-        agent.rpc(client, "GetTask", {"id": "t1"})  # the next request counts it
-    assert otel.total("a2a.instrumentation.errors", error__type="request_during_collection") == 1
-    assert len(otel.spans("A2A GetTask")) == 1
-
-
-def test_an_internal_error_during_a_collection_is_counted_afterwards(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None]
-) -> None:
-    from otel_a2a.instrumentation import processor
-
-    collecting(True)
-    rt.error(RuntimeError("in a finaliser"))
-    processor.observe_set_aside(rt)  # inside the collection: nothing drained
-    collecting(False)
-    assert otel.total("a2a.instrumentation.errors") == 0
-    processor.observe_set_aside(rt)
-    assert otel.total("a2a.instrumentation.errors", error__type="RuntimeError") == 1
-
-
-def test_the_next_a2a_request_observes_what_was_set_aside(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None]
-) -> None:
-    from otel_a2a.instrumentation import processor
-
-    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
-    collecting(True)
-    long_raw = "W" * 5000
-    tracer.start_span("s", attributes={"a2a.task.id": "tR", "a2a.task.state.raw": long_raw}).end()
-    tracer.start_span(
-        "s", attributes={"a2a.task.id": "x" * 2000, "a2a.task.state": "working"}
-    ).end()
-    collecting(False)
-    ((task_id, kept, _),) = processor._set_aside  # the overlong id was not kept
-    assert task_id == "tR" and len(str(kept["a2a.task.state.raw"])) == 1024
-    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
-    with agent.client() as client:
-        agent.rpc(client, "GetTask", {"id": "t1"})
+    """No span kept alive, no peer's long value held whole; an overlong task id is no id."""
+    inside(True)
+    foreign_span(otel, "tR", **{"a2a.task.state.raw": "W" * 5000, "other": "x"})()
+    foreign_span(otel, "x" * 2000, **{"a2a.task.state": "working"})()
+    inside(False)
+    assert collection._queue.qsize() == 2  # the span, and the error of the overlong id
+    item = collection._queue.get_nowait()
+    (kept,) = [arg for arg in item.args if isinstance(arg, dict)]  # type: ignore[attr-defined]
+    assert kept == {"a2a.task.state.raw": "W" * 1024}
+    collection._queue.put(item)
+    collection.drain()
     assert rt.detector.ledger.get("tR") is not None
     assert otel.total("a2a.instrumentation.errors", error__type="task_id_too_long") == 1
 
 
-def test_a_response_a_finaliser_reads_during_a_collection_is_not_observed(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None]
+def test_a_decision_span_started_inside_otel_a2a_work_is_not_judged_but_counted(
+    otel: Harness, inside: Callable[[bool], None]
 ) -> None:
-    """Opened before the collection, read by a finaliser inside it: observing it would take
-    the ledger's lock. Its span ends; its state is not observed; it is counted."""
+    tracer = otel.tracer_provider.get_tracer("my.orchestrator")
+    inside(True)
+    with tracer.start_as_current_span(
+        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+    ):
+        pass
+    inside(False)
+    assert divergences(otel.span("wait_on_task")) == []
+    assert otel.total("a2a.instrumentation.errors") == 0  # recorded by the next drain
+    with liveness_decision("tY"):
+        pass
+    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert divergences(otel.span("A2A liveness_decision")) == ["no_observation"]
+
+
+def test_a_response_read_inside_otel_a2a_work_is_not_observed(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None]
+) -> None:
+    """Opened outside, read inside (by a finaliser): observing it would take the ledger's
+    lock. Its state is not observed, counted; its span ends at the next drain."""
     task = (
         b'{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c",'
         b'"status":{"state":"TASK_STATE_WORKING"}}}'
@@ -283,26 +310,31 @@ def test_a_response_a_finaliser_reads_during_a_collection_is_not_observed(
     with httpx.Client(transport=transport, base_url="http://agent.test") as client:
         request = client.build_request("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"})
         response = client.send(request, stream=True)
-        collecting(True)
+        inside(True)
         content = response.read()
         response.close()
-        collecting(False)
+        inside(False)
         assert content == task  # the application gets its bytes
+        assert otel.spans("A2A GetTask") == []
+        collection.drain()
         assert rt.detector.ledger.get("t1") is None
         span = otel.span("A2A GetTask")
         assert span.end_time is not None and "a2a.task.state" not in (span.attributes or {})
-        client.post("/a2a", json=body, headers={"A2A-Version": "1.0"}).read()  # counts it
-    assert otel.total("a2a.instrumentation.errors", error__type="response_during_collection") == 1
+    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
 
 
-def test_errors_held_for_later_are_recorded_at_uninstrument(
-    rt: Runtime, otel: Harness, collecting: Callable[[bool], None]
+def test_uninstrument_runs_what_was_deferred(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None]
 ) -> None:
     from otel_a2a.instrumentation import A2AInstrumentor
 
-    collecting(True)
-    rt.error("in_a_finaliser")
-    collecting(False)
+    inside(True)
+    foreign_span(otel, "tU", **{"a2a.task.state": "working"})()
+    with liveness_decision("tU"):
+        pass
+    inside(False)
     A2AInstrumentor().uninstrument()
-    assert otel.total("a2a.instrumentation.errors", error__type="in_a_finaliser") == 1
+    assert collection._queue.empty()
+    assert rt.detector.ledger.get("tU") is not None  # that runtime's, not the next one's
+    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
     A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)

@@ -27,14 +27,35 @@ def test_a_card_arriving_during_a_lookup_is_not_memoised_away(
 
     def racing(request_url: str) -> str:
         answer = real(request_url)  # before the card: the gateway's origin
-        registry.update("http://w.test", make_card(interfaces=(interface,)))
-        rt.cards_changed()  # what a card fetch on another thread does
+        card = make_card(interfaces=(interface,))
+        rt.card_fetched("http://w.test/.well-known/agent-card.json", card, None)  # a thread's
         return answer
 
     monkeypatch.setattr(registry, "agent_for_url", racing)
-    assert rt.agent_for_url(url, interface) == "http://gw.test"
+    assert rt.peer(url, interface).key == "http://gw.test"
     monkeypatch.setattr(registry, "agent_for_url", real)
-    assert rt.agent_for_url(url, interface) == "http://w.test"
+    assert rt.peer(url, interface).key == "http://w.test"
+
+
+def test_a_peer_resolved_before_a_card_fetch_is_resolved_again(otel: Harness) -> None:
+    """A long exchange (a stream) observes under the card in force, not the one it began under;
+    without a card fetch it keeps the peer it has (no registry lookups)."""
+    rt = _runtime()
+    card_url = "http://w.test/.well-known/agent-card.json"
+    rt.card_fetched(card_url, make_card('"v1"', name="w"), None)
+    before = rt.peer("http://w.test/a2a")
+    assert (before.etag, before.name, before.label) == ('"v1"', "w", "w")
+    assert rt.fresh(before) is before
+    rt.card_fetched(card_url, make_card('"v2"', name="w2", heartbeat=5.0), None)
+    after = rt.fresh(before)
+    assert (after.key, after.etag, after.heartbeat, after.name) == (
+        "http://w.test",
+        '"v2"',
+        5.0,
+        "w2",
+    )
+    assert rt.peer("http://w.test/a2a").etag == '"v2"'
+    assert otel.total("a2a.card.etag.changes", a2a__agent__name="w2") == 1
 
 
 def test_hosts_without_cards_cannot_take_every_label(otel: Harness) -> None:
