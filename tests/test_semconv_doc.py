@@ -39,6 +39,7 @@ NOT_ON_SPANS = {
     sc.CARD_ETAG_OBSERVED,
     sc.TASK_STATE_CLASS,
     sc.DECISION_OUTCOME,
+    sc.TASK_ID_REQUESTED,
 }
 # a dotted name in backticks that looks like one of ours: it must exist
 DOTTED = re.compile(r"`((?:a2a|rpc|http|error)\.[a-z_.]+)`")

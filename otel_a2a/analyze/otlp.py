@@ -106,6 +106,9 @@ def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+_BELIEF_EVENTS = (sc.EVENT_TASK_STATUS, sc.EVENT_TASK_SWAPPED)
+
+
 def _state(attrs: Mapping[str, object]) -> tuple[TaskState, str] | None:
     """Canonical state and wire spelling; the spelling is the canonical one if not recorded."""
     raw = attrs.get(sc.TASK_STATE_RAW)
@@ -139,10 +142,11 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
         agent_name=_text(attrs.get(sc.AGENT_NAME)),
     )
     beliefs: list[Belief] = []
-    # stream spans: one belief per a2a.task.status event, until the next one for that task
+    # stream spans: one belief per a2a.task.status event, until the next one for that task;
+    # a2a.task.swapped names the other task a reply carried (the span keeps the one named)
     per_task: dict[str, list[tuple[int, TaskState, str]]] = {}
     for event in _list(span.get("events")):
-        if not isinstance(event, Mapping) or event.get("name") != sc.EVENT_TASK_STATUS:
+        if not isinstance(event, Mapping) or event.get("name") not in _BELIEF_EVENTS:
             continue
         event_attrs = attributes(event.get("attributes"))
         event_task, reading = _text(event_attrs.get(sc.TASK_ID)), _state(event_attrs)

@@ -20,7 +20,10 @@ from otel_a2a.detect.ledger import LATE, Observation, TaskLedger
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
 from otel_a2a.detect.verdict import Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
-from otel_a2a.protocol.states import StateClass
+from otel_a2a.protocol.states import StateClass, TaskState
+
+ERROR_REPLY = "error-reply"  # the source of observations read from error replies
+_UNKNOWN = TaskState.UNKNOWN
 
 
 class AgentView(Protocol):
@@ -156,6 +159,40 @@ class Detector:
                 )
             )
         return verdicts
+
+    def on_error_reply(self, agent: AgentView, report: TaskReport, now: float) -> bool:
+        """An error reply stated the task's state (``report``, kind ``"error-reply"``): record
+        it as an observation of source :data:`ERROR_REPLY`. Returns whether it was recorded.
+
+        Nothing is judged on it: the task ended between the caller's last observation and its
+        request, a race, which the decision taken before the request was already judged on;
+        the next decision is judged on what the reply said (a stated terminal state:
+        ``terminal_state``). A reply that leaves the state unsaid (TaskNotCancelable without
+        one) records an ``unknown`` observation, which authorises nothing, when it contradicts
+        a belief that the task is live; it is consistent with a terminal observation or with
+        none, so neither changes. A stated non-terminal state never reopens a terminal task.
+        """
+        reading = report.state
+        if reading is None:
+            return False
+        prev = self.ledger.get(report.task_id)
+        held_terminal = prev is not None and prev.state.is_terminal
+        if reading.state is _UNKNOWN:
+            if prev is None or held_terminal:
+                return False
+        elif held_terminal and not reading.state.is_terminal:
+            return False
+        obs = Observation(
+            report.task_id,
+            agent.key,
+            reading.state,
+            reading.raw,
+            reading.exact,
+            now,
+            agent.etag,
+            ERROR_REPLY,
+        )
+        return self.ledger.observe(obs) is not LATE
 
     def on_stream_frame(self, task_id: str, now: float) -> bool:
         """Any frame on an open stream for the task (event or ``: ping``) refreshes it."""

@@ -73,7 +73,8 @@ class Observation:
     """One authoritative observation of a task (a state read from a task response or stream).
 
     ``at`` is monotonic seconds; ``etag`` the agent's card etag in force when observed (None
-    when no card is known); ``source`` the operation that carried it. ``stamp`` is the
+    when no card is known); ``source`` the operation that carried it (``error-reply`` for the
+    state an error reply stated, ``raw`` then being what it said). ``stamp`` is the
     agent's own status timestamp as sent (parsed only when a frame looks late), kept for terminal
     observations only: it is what tells a late stream frame from a real terminal regression.
 

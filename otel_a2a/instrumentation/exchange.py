@@ -26,6 +26,7 @@ from otel_a2a.protocol import (
     ResponseFacts,
     SSEParser,
     StateClass,
+    StateReading,
     StreamEvent,
     TaskReport,
     extract_from_prefixes,
@@ -36,6 +37,7 @@ from otel_a2a.protocol import (
 
 # Hot path: members read once; sets and dicts keyed by value (hashing a member runs Python).
 _JSONRPC = Binding.JSONRPC
+_HTTP_JSON = Binding.HTTP_JSON
 _GET_TASK = Operation.GET_TASK
 _GET_AGENT_CARD = Operation.GET_AGENT_CARD
 _GET_EXTENDED_AGENT_CARD = Operation.GET_EXTENDED_AGENT_CARD
@@ -57,9 +59,13 @@ _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 _MAX_STREAM_TASKS = 16
 
 
-def _error_type(code: int | None, status: int) -> str:
-    """``error.type`` of an error response, as the RPC and HTTP conventions spell it: the
-    JSON-RPC (or A2A) error code, else the HTTP status, else ``_OTHER``."""
+def _error_type(code: int | None, reason: str | None, binding: Binding, status: int) -> str:
+    """``error.type`` of an error response: over HTTP+JSON its A2A error reason when known
+    (the code there is the HTTP status, ``400`` for most A2A errors alike); else, as the RPC
+    and HTTP conventions spell it, the JSON-RPC (or A2A) error code, else the HTTP status,
+    else ``_OTHER``."""
+    if reason and binding is _HTTP_JSON:
+        return reason
     if code is not None:
         return str(code)
     return str(status) if status >= 400 else sc.ERROR_TYPE_OTHER
@@ -118,9 +124,11 @@ class Exchange:
         "_decoder",
         "_given_up",
         "_last_report",
+        "_named_seen",
         "_overflow",
         "_sse",
         "_stream_tasks",
+        "_swapped",
         "_terminal_seen",
         "a2a",
         "headers",
@@ -143,6 +151,8 @@ class Exchange:
         self._sse: SSEParser | None = None
         self._stream_tasks: set[str] = set()
         self._last_report: TaskReport | None = None
+        self._swapped: str | None = None  # the last other task answered for the one named
+        self._named_seen = False  # a stream frame reported the task the request named
         self._terminal_seen = False
         self._closed = False
         self._given_up = False
@@ -417,17 +427,23 @@ class Exchange:
             now = time.monotonic()
         recording = span.is_recording()
         operation = self.a2a.operation._value_
-        if facts.error is not None:
+        error = facts.error
+        if error is not None:
+            binding = self.a2a.binding
             if recording:
-                code = facts.error.code
+                code = error.code
                 text = str(code) if code is not None else f"HTTP {self.status}"
-                span.set_status(Status(StatusCode.ERROR, facts.error.reason or text))
-                span.set_attribute(sc.ERROR_TYPE, _error_type(code, self.status))
-                if code is not None and self.a2a.binding is _JSONRPC:
+                span.set_status(Status(StatusCode.ERROR, error.reason or text))
+                span.set_attribute(
+                    sc.ERROR_TYPE, _error_type(code, error.reason, binding, self.status)
+                )
+                if code is not None and binding is _JSONRPC:
                     span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
             task_id = self.a2a.task_id
-            if facts.error.task_not_found and task_id:
+            if error.task_not_found and task_id:
                 rt.task_not_found(span, task_id, operation, now)
+            elif error.report is not None:
+                self._error_reply(error.report, now)
         if not facts.reports:
             return
         for report in facts.reports:
@@ -453,17 +469,56 @@ class Exchange:
         peer = rt.fresh(self.peer)  # a card fetched since the request left is in force now
         rt.observe(span, peer, facts.reports, operation, now)
         last = self._last_report
-        if recording and last is not None and last.state is not None:
+        if last is None or last.state is None:
+            return
+        named = self.a2a.task_id
+        if named is not None and last.task_id != named:
+            self._swap(last, last.state, named, recording)  # the span stays about the named
+            return
+        if streamed:
+            self._named_seen = True
+        if recording:
             # only what the span does not carry yet: each attribute is validated by the SDK
             attrs: dict[str, str | bool] = {
                 sc.TASK_STATE: last.state.state._value_,
                 sc.TASK_STATE_RAW: last.state.raw,
                 sc.AUTHORITATIVE: True,
             }
-            if last.task_id != self.a2a.task_id:
+            if named is None:  # a request naming no task: the span is about the one answered
                 attrs[sc.TASK_ID] = last.task_id
             if last.context_id and last.context_id != self.a2a.context_id:
                 attrs[sc.CONTEXT_ID] = last.context_id
             if peer.etag and peer.etag != self.peer.etag:
                 attrs[sc.CARD_ETAG] = peer.etag
             span.set_attributes(attrs)
+
+    def _swap(self, report: TaskReport, state: StateReading, named: str, recording: bool) -> None:
+        """The agent answered the task the request named with another one (fasta2a answers
+        a follow-up with a new task). That task was observed as itself (``Runtime.observe``)
+        and the named one is left as it was: a stream that did not report it first no longer
+        refreshes it (one that did is about both). The span keeps the named task in
+        ``a2a.task.id`` (so it carries no state of it) and shows the swap, once per other
+        task, with that task's state."""
+        if not self._named_seen:
+            self._stream_tasks.discard(named)
+        if not recording or report.task_id == self._swapped:
+            return
+        self._swapped = report.task_id
+        span = self.span
+        span.set_attribute(sc.AUTHORITATIVE, True)
+        span.add_event(
+            sc.EVENT_TASK_SWAPPED,
+            {
+                sc.TASK_ID: report.task_id,
+                sc.TASK_ID_REQUESTED: named,
+                sc.TASK_STATE: state.state._value_,
+                sc.TASK_STATE_RAW: state.raw,
+            },
+        )
+
+    def _error_reply(self, report: TaskReport, now: float) -> None:
+        """An error reply stated the named task's state: the ledger records it (nothing is
+        reported on it), and a stream it ends at a terminal state ended normally."""
+        if report.state is not None and report.state.state.is_terminal:
+            self._terminal_seen = True
+        self.rt.error_reply(self.rt.fresh(self.peer), report, now)

@@ -220,6 +220,11 @@ class Runtime:
         for verdict in self.detector.on_reports(peer, reports, operation, now):
             self.report(span, verdict, operation)
 
+    def error_reply(self, peer: Peer, report: TaskReport, now: float) -> None:
+        """An error reply stated the task's state: recorded, never reported by itself (see
+        ``Detector.on_error_reply``). The rare path: error replies only."""
+        self.detector.on_error_reply(peer, report, now)
+
     def poll(self, peer: Peer, task_id: str, now: float) -> None:
         """A ``GetTask`` about to leave: counted when it cannot tell anything new."""
         if self.detector.redundant_get(task_id, peer, now):

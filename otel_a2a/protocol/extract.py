@@ -3,9 +3,11 @@
 Shapes understood, whatever the binding: v1.0 ``{task|message}`` (SendMessage), a bare Task
 (GetTask, CancelTask), v1.0 StreamResponse (``task|message|statusUpdate|artifactUpdate``),
 v0.3 results tagged with ``kind``, ``{tasks: [...]}`` pages (ListTasks), JSON-RPC errors and
-REST ``google.rpc.Status`` errors. A JSON object with ``id`` and a ``status`` object counts as
-a Task; this is the A2A Task shape, so a non-A2A REST API classified as ``GetTask`` (see
-``classify``) can yield an observation only if its body has that very shape.
+REST ``google.rpc.Status`` errors (with what an error says of the state of the task the
+request named: a report of kind ``"error-reply"``). A JSON object with ``id`` and a
+``status`` object counts as a Task; this is the A2A Task shape, so a non-A2A REST API
+classified as ``GetTask`` (see ``classify``) can yield an observation only if its body has
+that very shape.
 
 The whole body is parsed (the instrumentation bounds held bodies by ``OTEL_A2A_MAX_BODY_BYTES``):
 a prefix parse could cut a Task before its ``status`` and report a missing state that the
@@ -14,6 +16,7 @@ agent never sent.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic_core import from_json
@@ -28,8 +31,11 @@ from otel_a2a.protocol.model import (
     TaskReport,
 )
 from otel_a2a.protocol.states import (
+    NOT_CANCELABLE,
     OMITTED_UNSPECIFIED,
     StateReading,
+    TaskState,
+    normalize_task_state,
     omits_defaults,
     read_state,
 )
@@ -67,6 +73,17 @@ _TASK_ADDRESSED = frozenset(
 )
 _SEND = frozenset({Operation.SEND_MESSAGE, Operation.SEND_STREAMING_MESSAGE})
 _MAX_REASON = 64
+_NOT_CANCELABLE = "TASK_NOT_CANCELABLE"
+# The errors a server answers about a task's state: TaskNotCancelable, and UnsupportedOperation
+# for a message, a subscription or a cancel to a task already in a terminal state.
+_STATE_REASONS = frozenset({_NOT_CANCELABLE, "UNSUPPORTED_OPERATION"})
+# How servers word that state in the message: a2a-sdk 1.x "Task <id> is in terminal state:
+# TASK_STATE_FAILED", a2a-sdk 0.3 "... terminal state: failed", @a2a-js/sdk "Task <id> is in a
+# terminal state (4) and cannot be modified." (a v1.0 enum number), a2a-sdk's legacy handler
+# "Task cannot be canceled - current state: TASK_STATE_WORKING". Only the message's head is read.
+_STATED = re.compile(r"\b(terminal|current) state\W{0,3}([A-Za-z][A-Za-z_-]{0,40}|\d{1,2})\b", re.I)
+_MAX_MESSAGE = 512
+_UNKNOWN = TaskState.UNKNOWN
 
 
 def extract_response(request: A2ARequest, status: int, body: bytes) -> ResponseFacts:
@@ -192,7 +209,31 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
     ):
         not_found = True
         reason = _TASK_NOT_FOUND
-    return A2AError(code, reason, not_found)
+    report = None
+    task_id = request.task_id
+    if task_id and reason in _STATE_REASONS:
+        reading = _stated_state(err.get("message"))
+        if reading is None and reason == _NOT_CANCELABLE:
+            reading = NOT_CANCELABLE
+        if reading is not None:
+            report = TaskReport(task_id, request.context_id, reading, "error-reply")
+    return A2AError(code, reason, not_found, report)
+
+
+def _stated_state(message: object) -> StateReading | None:
+    """The state an error message says the task is in (see ``_STATED``), or None. A "terminal
+    state" that names a non-terminal one is a contradiction, never a reading. Never judged
+    for its spelling: a message is no wire state (so it reads as exact)."""
+    if type(message) is not str:
+        return None
+    found = _STATED.search(message[:_MAX_MESSAGE])
+    if found is None:
+        return None
+    phrase, token = found.groups()
+    state = normalize_task_state(int(token) if token.isdigit() else token)
+    if state is _UNKNOWN or (phrase.lower() == "terminal" and not state.is_terminal):
+        return None
+    return StateReading(token, state, True, True)
 
 
 def _error_info_reason(details: Any) -> str | None:

@@ -69,16 +69,23 @@ class TaskReport(NamedTuple):
     task_id: str
     context_id: str | None
     state: StateReading | None
-    kind: str  # "task", "status-update", "artifact-update", "list-entry"
+    kind: str  # "task", "status-update", "artifact-update", "list-entry", "error-reply"
     timestamp: str | None = None
 
 
 class A2AError(NamedTuple):
-    """A JSON-RPC error or a REST ``google.rpc.Status`` error."""
+    """A JSON-RPC error or a REST ``google.rpc.Status`` error.
+
+    ``report`` is what the error states about the task the request named, as a report of kind
+    ``"error-reply"``: a state its message spells (``... is in terminal state:
+    TASK_STATE_FAILED``, ``... in a terminal state (4)``), or, for a TaskNotCancelable that
+    spells none, :data:`~otel_a2a.protocol.states.NOT_CANCELABLE`.
+    """
 
     code: int | None
     reason: str | None  # e.g. "TASK_NOT_FOUND", from ErrorInfo or derived from the code
     task_not_found: bool
+    report: TaskReport | None = None
 
 
 class ResponseFacts(NamedTuple):

@@ -148,6 +148,13 @@ def normalize_task_state(raw: object) -> TaskState:
 # empty, as nothing was spelt (and a body cut inside ``status`` is never read as one).
 OMITTED_UNSPECIFIED = StateReading("", TaskState.UNKNOWN, True, True)
 
+# A TaskNotCancelable reply that spells no state. The spec's examples of a task "not in a
+# cancelable state" are terminal ones, but both SDKs also answer it for a live task whose
+# executor declines to cancel (a2a-sdk 1.3 turns the executor's UnsupportedOperationError into
+# it; @a2a-js/sdk answers it when the task is not canceled afterwards): the state is unsaid,
+# and never guessed. Its raw text is the reason, as nothing else was spelt.
+NOT_CANCELABLE = StateReading("TASK_NOT_CANCELABLE", TaskState.UNKNOWN, True, True)
+
 
 def omits_defaults(version: str | None, binding: Binding) -> bool:
     """Whether this version and binding serialise with ProtoJSON: every v1.x binding, and

@@ -59,6 +59,32 @@ def test_stream_span_yields_one_belief_per_status_event() -> None:
     ]
 
 
+def test_a_swapped_task_is_a_belief_about_the_task_answered() -> None:
+    """A follow-up on t1 answered with a new task t2: the span stays about t1 and carries no
+    state of it; its ``a2a.task.swapped`` event is the belief about t2, to the span's end."""
+    swapped = {
+        **status_event("t2", "submitted", 4),
+        "name": "a2a.task.swapped",
+    }
+    swapped["attributes"].append(kv("a2a.task.id.requested", "t1"))
+    doc = request(
+        "orch",
+        span(
+            "t1",
+            None,
+            0,
+            10,
+            name="A2A SendMessage",
+            events=[swapped],
+            extra={"a2a.observation.authoritative": True},
+        ),
+    )
+    (belief,) = parse_request(doc).beliefs
+    assert (belief.task_id, belief.state, belief.raw) == ("t2", TaskState.SUBMITTED, "submitted")
+    assert ((belief.start_ns - T0) // MS, (belief.end_ns - T0) // MS) == (4, 10)
+    assert belief.authoritative is True and belief.superseded is False
+
+
 def test_protobuf_json_ids_in_base64_and_integer_times() -> None:
     s = span("t1", "working", 0, 1)
     s["traceId"] = base64.b64encode(bytes.fromhex(TRACE)).decode()

@@ -8,9 +8,16 @@ import threading
 import pytest
 
 from otel_a2a.detect import Detector
+from otel_a2a.detect.detector import ERROR_REPLY
 from otel_a2a.detect.verdict import DivergenceReason as R
 from otel_a2a.protocol.model import Binding, Operation, TaskReport
-from otel_a2a.protocol.states import StateClass, TaskState, read_state
+from otel_a2a.protocol.states import (
+    NOT_CANCELABLE,
+    StateClass,
+    StateReading,
+    TaskState,
+    read_state,
+)
 
 from .helpers import make_card
 
@@ -320,3 +327,73 @@ def test_late_frames_are_not_regressions(
     assert [v.reason for v in verdicts] == reasons
     observation = det.ledger.get("t1")
     assert observation is not None and observation.state is held
+
+
+def _error_reply(task_id: str, raw: str, state: TaskState) -> TaskReport:
+    return TaskReport(task_id, "ctx", StateReading(raw, state, True, True), "error-reply")
+
+
+def test_an_error_reply_stating_a_terminal_state_is_recorded_and_never_judged() -> None:
+    """The race: the task failed after the last observation. The reply is no divergence; the
+    decision after it is ``terminal_state``. A v1.0 enum number is no spelling divergence."""
+    det = detector()
+    agent = det.agent(AGENT)
+    det.on_reports(agent, [report("t1", "TASK_STATE_INPUT_REQUIRED")], Operation.GET_TASK, 10.0)
+    assert det.decide("t1", agent, 11.0).ok  # the follow-up, judged before it left
+    assert det.on_error_reply(agent, _error_reply("t1", "4", TaskState.FAILED), 12.0)
+    obs = det.ledger.get("t1")
+    assert obs is not None
+    assert (obs.state, obs.raw, obs.source, obs.at, obs.etag) == (
+        TaskState.FAILED,
+        "4",
+        ERROR_REPLY,
+        12.0,
+        '"v1"',
+    )
+    assert det.decide("t1", agent, 13.0).reason is R.TERMINAL_STATE
+    assert det.tracked_by_class()[StateClass.TERMINAL] == 1
+    # a task this process never saw is learnt so as well
+    assert det.on_error_reply(
+        agent, _error_reply("t2", "TASK_STATE_COMPLETED", TaskState.COMPLETED), 14.0
+    )
+    assert det.decide("t2", agent, 15.0).reason is R.TERMINAL_STATE
+
+
+def test_not_cancelable_leaves_the_state_unsaid() -> None:
+    """TaskNotCancelable without a state: a task seen live is now ``unknown`` (authorises
+    nothing: the next decision is ``no_observation``); one seen terminal, or never, is left."""
+    det = detector()
+    agent = det.agent(AGENT)
+    det.on_reports(agent, [report("live", "TASK_STATE_WORKING")], Operation.GET_TASK, 10.0)
+    det.on_reports(agent, [report("done", "TASK_STATE_COMPLETED")], Operation.GET_TASK, 10.0)
+    assert det.on_error_reply(agent, _error_reply("live", *NOT_CANCELABLE[:2]), 11.0)
+    live = det.ledger.get("live")
+    assert live is not None and (live.state, live.raw, live.source) == (
+        TaskState.UNKNOWN,
+        "TASK_NOT_CANCELABLE",
+        ERROR_REPLY,
+    )
+    assert det.decide("live", agent, 12.0).reason is R.NO_OBSERVATION
+    assert not det.on_error_reply(agent, _error_reply("done", *NOT_CANCELABLE[:2]), 11.0)
+    done = det.ledger.get("done")
+    assert done is not None and done.state is TaskState.COMPLETED and done.at == 10.0
+    assert not det.on_error_reply(agent, _error_reply("never", *NOT_CANCELABLE[:2]), 11.0)
+    assert "never" not in det.ledger
+    # a later Task read is judged as usual: unknown was no terminal, so no regression
+    assert (
+        det.on_reports(agent, [report("live", "TASK_STATE_WORKING")], Operation.GET_TASK, 13.0)
+        == []
+    )
+
+
+def test_a_stated_live_state_never_reopens_a_terminal_task() -> None:
+    det = detector()
+    agent = det.agent(AGENT)
+    det.on_reports(agent, [report("t1", "TASK_STATE_CANCELED")], Operation.GET_TASK, 10.0)
+    working = _error_reply("t1", "TASK_STATE_WORKING", TaskState.WORKING)
+    assert not det.on_error_reply(agent, working, 11.0)
+    obs = det.ledger.get("t1")
+    assert obs is not None and obs.state is TaskState.CANCELED
+    # a stated state older than what is held is not recorded either
+    det.on_reports(agent, [report("t2", "TASK_STATE_WORKING")], Operation.GET_TASK, 20.0)
+    assert not det.on_error_reply(agent, _error_reply("t2", "4", TaskState.FAILED), 19.0)

@@ -437,8 +437,9 @@ def test_an_application_processor_that_raises_never_reaches_the_application(
 
 
 def test_error_responses_name_their_error_type(otel: Harness) -> None:
-    """``error.type`` as the RPC and HTTP conventions spell it: the JSON-RPC code, else the
-    HTTP status, else ``_OTHER``; ``rpc.jsonrpc.error_code`` only from a JSON-RPC error."""
+    """``error.type``: over HTTP+JSON the A2A reason when known; else as the RPC and HTTP
+    conventions spell it: the JSON-RPC code, else the HTTP status, else ``_OTHER``;
+    ``rpc.jsonrpc.error_code`` only from a JSON-RPC error."""
     agent = FakeAgent()
     with agent.client() as client:
         agent.rpc(client, "GetTask", {"id": "missing"})  # -32001 TaskNotFound
@@ -454,6 +455,17 @@ def test_error_responses_name_their_error_type(otel: Harness) -> None:
     assert failed.attributes["http.response.status_code"] == 500
     assert failed.attributes["error.type"] == "500"
     assert failed.status.description == "HTTP 500"
+
+    # HTTP+JSON: the A2A reason, when the body carries one (the status is 400 for most)
+    info = {"reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org"}
+    for error in ({"code": 400, "status": "FAILED_PRECONDITION"}, {"code": 400, "details": [info]}):
+        rest = httpx.MockTransport(lambda r, e=error: httpx.Response(400, json={"error": e}))
+        with httpx.Client(transport=rest, base_url="http://agent.test") as client:
+            client.post("/a2a/rest/tasks/t1:cancel", headers={"A2A-Version": "1.0"})
+    plain, reasoned = otel.spans("A2A CancelTask")
+    assert dict(plain.attributes or {})["error.type"] == "400"
+    assert dict(reasoned.attributes or {})["error.type"] == "TASK_NOT_CANCELABLE"
+    assert "rpc.jsonrpc.error_code" not in dict(reasoned.attributes or {})
 
     stream = FakeAgent(sse=[b"event: error\ndata: {}\n\n"])
     with stream.client() as client:

@@ -500,3 +500,90 @@ def test_a_v03_rest_list_answered_with_a_bare_array() -> None:
         ("b", S.COMPLETED),
     ]
     assert extract_response(REST_GET_V03, 200, body).recognized is False
+
+
+CANCEL_V1 = A2ARequest(Op.CANCEL_TASK, Binding.JSONRPC, "1.0", "CancelTask", "t1")
+FOLLOW_UP_V03 = A2ARequest(Op.SEND_MESSAGE, Binding.JSONRPC, "0.3", "message/send", "t1", "c1")
+
+
+def _rpc_error(code: int, message: object) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": message}})
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "message", "stated"),
+    [
+        # a2a-sdk 1.x, a2a-sdk 0.3, @a2a-js/sdk, a2a-sdk's legacy cancel
+        (
+            FOLLOW_UP_V03,
+            -32004,
+            "Task t1 is in terminal state: TASK_STATE_FAILED",
+            ("TASK_STATE_FAILED", S.FAILED),
+        ),
+        (
+            FOLLOW_UP_V03,
+            -32004,
+            "Task t1 is in terminal state: completed",
+            ("completed", S.COMPLETED),
+        ),
+        (
+            FOLLOW_UP_V03,
+            -32004,
+            "Task t1 is in a terminal state (7) and cannot be modified.",
+            ("7", S.REJECTED),
+        ),
+        (
+            CANCEL_V1,
+            -32002,
+            "Task cannot be canceled - current state: TASK_STATE_WORKING",
+            ("TASK_STATE_WORKING", S.WORKING),
+        ),
+        (
+            CANCEL_V1,
+            -32002,
+            "Task cannot be canceled - current state: TASK_STATE_CANCELED",
+            ("TASK_STATE_CANCELED", S.CANCELED),
+        ),
+        # not cancelable, no state said
+        (CANCEL_V1, -32002, "Task not cancelable: t1", ("TASK_NOT_CANCELABLE", S.UNKNOWN)),
+        (CANCEL_V1, -32002, None, ("TASK_NOT_CANCELABLE", S.UNKNOWN)),
+        # a "terminal state" that is none is a contradiction, not a reading
+        (
+            CANCEL_V1,
+            -32002,
+            "Task t1 is in terminal state: TASK_STATE_WORKING",
+            ("TASK_NOT_CANCELABLE", S.UNKNOWN),
+        ),
+        (FOLLOW_UP_V03, -32004, "Task t1 is in terminal state: TASK_STATE_WORKING", None),
+        (FOLLOW_UP_V03, -32004, "Task t1 is in a terminal state and cannot be modified.", None),
+        (FOLLOW_UP_V03, -32004, "Task t1 is in terminal state: 0", None),
+        (FOLLOW_UP_V03, -32004, "Streaming is not supported", None),
+        # only the errors about a task's state are read, and only the message's head
+        (FOLLOW_UP_V03, -32603, "Task t1 is in terminal state: TASK_STATE_FAILED", None),
+        (FOLLOW_UP_V03, -32004, "x" * 600 + " terminal state: TASK_STATE_FAILED", None),
+        (FOLLOW_UP_V03, -32004, ["terminal state: TASK_STATE_FAILED"], None),
+        # a request naming no task: nothing to say it of
+        (SEND_V03, -32004, "Task t1 is in terminal state: TASK_STATE_FAILED", None),
+    ],
+)
+def test_an_error_reply_states_the_named_task_s_state(
+    request_: A2ARequest, code: int, message: object, stated: tuple[str, TaskState] | None
+) -> None:
+    error = extract_response(request_, 200, _rpc_error(code, message)).error
+    assert error is not None
+    if stated is None:
+        assert error.report is None
+        return
+    raw, state = stated
+    assert error.report == TaskReport(
+        "t1", request_.context_id, StateReading(raw, state, True, True), "error-reply"
+    )
+
+
+def test_a_streamed_error_frame_states_the_task_s_state() -> None:
+    """a2a-sdk's v0.3 ``message/stream`` answers a follow-up to a terminal task so."""
+    stream = FOLLOW_UP_V03._replace(operation=Op.SEND_STREAMING_MESSAGE)
+    frame = json.loads(_rpc_error(-32004, "Task t1 is in terminal state: TASK_STATE_FAILED"))
+    error = extract_stream_payload(stream, frame).error
+    assert error is not None and error.report is not None and error.report.state is not None
+    assert error.report.state.state is S.FAILED

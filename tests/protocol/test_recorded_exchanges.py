@@ -136,3 +136,41 @@ def test_card_is_parsed(path: Path) -> None:
     assert info.heartbeat_source == "extension"
     assert info.streaming is card_expect["streaming"]
     assert info.max_age == 300
+
+
+# What each recorded error reply states about the task the request named (raw, canonical),
+# read off the recorded bodies: a2a-sdk spells the proto name, @a2a-js/sdk the v1.0 enum
+# number; a TaskNotCancelable says "not cancelable" and no state. Every other error: nothing.
+STATED_BY_ERRORS: dict[str, tuple[str, str]] = {
+    "python/040-cancel-jsonrpc-v1-terminal": ("TASK_NOT_CANCELABLE", "unknown"),
+    "python/041-cancel-rest-v1-terminal": ("TASK_NOT_CANCELABLE", "unknown"),
+    "python/042-subscribe-jsonrpc-v1-terminal": ("TASK_STATE_COMPLETED", "completed"),
+    "python/043-send-jsonrpc-v1-followup-terminal": ("TASK_STATE_COMPLETED", "completed"),
+    "node/040-cancel-jsonrpc-v1-terminal": ("TASK_NOT_CANCELABLE", "unknown"),
+    "node/041-cancel-rest-v1-terminal": ("TASK_NOT_CANCELABLE", "unknown"),
+    "node/042-subscribe-jsonrpc-v1-terminal": ("3", "completed"),
+    "node/043-send-jsonrpc-v1-followup-terminal": ("3", "completed"),
+}
+ERRORS = [
+    p for p in FILES if _load(p)["expect"]["error"] is not None and _classify(_load(p)) is not None
+]
+
+
+def test_the_stated_replies_are_recorded_errors() -> None:
+    assert set(STATED_BY_ERRORS) <= set(_ids(ERRORS))
+
+
+@pytest.mark.parametrize("path", _params(ERRORS))
+def test_an_error_reply_states_what_it_says_of_the_named_task(path: Path) -> None:
+    record = _load(path)
+    request = _classify(record)
+    assert request is not None
+    [error] = [f.error for f in _facts(request, record) if f.error is not None]
+    expected = STATED_BY_ERRORS.get(f"{path.parent.name}/{path.stem}")
+    if expected is None:
+        assert error.report is None
+        return
+    report = error.report
+    assert report is not None and report.state is not None
+    assert (report.task_id, report.kind) == (request.task_id, "error-reply")
+    assert (report.state.raw, report.state.state.value) == expected

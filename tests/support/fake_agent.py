@@ -22,7 +22,8 @@ What it answers, as an A2A v1.0 JSON-RPC agent:
 
 ``misbehave(agent, request)`` is asked first: a :class:`Reply` it returns is sent instead.
 :func:`by_last_segment` builds one from named cases; :data:`MISBEHAVIOURS` are the ways real
-peers break (:func:`misbehaving_agent` serves them).
+peers break (:func:`misbehaving_agent` serves them); :func:`new_task_for_follow_ups` answers a
+follow-up with a new task, as fasta2a does.
 """
 
 from __future__ import annotations
@@ -409,6 +410,29 @@ def by_last_segment(cases: Mapping[str, Misbehave]) -> Misbehave:
         return None if case is None else case(agent, request)
 
     return pick
+
+
+def new_task_for_follow_ups(agent: FakeAgent, request: httpx.Request) -> Reply | None:
+    """Answer a follow-up naming a task with a new, ``submitted`` task, as fasta2a does: its
+    ``TaskManager.send_message`` submits a new task whatever ``message.taskId`` says. v0.3
+    ``message/send`` (the dialect fasta2a speaks) gets the new Task tagged ``kind: task``,
+    v1.0 ``SendMessage`` gets ``{"task": ...}``. The new task joins ``states``; anything else
+    gets the usual answer."""
+    if request.method != "POST" or request.url.path.endswith(CARD_PATH):
+        return None
+    body = json.loads(request.content)
+    method = body.get("method")
+    message = body.get("params", {}).get("message", {})
+    named = message.get("taskId")
+    if method not in ("message/send", "SendMessage") or not named:
+        return None
+    v03 = method == "message/send"
+    new_id = f"{named}-new-{len(agent.states)}"
+    state = agent.states[new_id] = "submitted" if v03 else "TASK_STATE_SUBMITTED"
+    task = agent.task(new_id, state)
+    task["contextId"] = message.get("contextId", task["contextId"])  # fasta2a keeps the context
+    result = {**task, "kind": "task"} if v03 else {"task": task}
+    return Reply(200, {"Content-Type": "application/json"}, rpc_result(body.get("id"), result))
 
 
 # -- the ways real peers break ----------------------------------------------------------------
