@@ -28,15 +28,39 @@ _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
 _RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
 
 
-def _headers(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
-    """The few headers otel-a2a reads, in one pass: each ``httpx.Headers`` lookup scans and
-    re-lowercases every header, and nothing else of the headers is ever kept."""
+def _headers_raw(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
+    """The few headers otel-a2a reads, in one pass over ``Headers.raw`` (each lookup by
+    name would scan them all again); nothing else of the headers is ever kept."""
     found: dict[str, str] = {}
     for key, value in headers.raw:
         name = key.lower()
         if name in wanted:
             found[name.decode("ascii")] = value.decode("latin-1")
     return found
+
+
+def _headers_listed(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
+    """:func:`_headers_raw` over the list httpx keeps of (raw name, lowercased name, value):
+    ``raw`` builds a new list, then every name is lowercased again; this is half the cost, on
+    every request. Used only where the list was found to have that shape (see below)."""
+    found: dict[str, str] = {}
+    for _, name, value in headers._list:
+        if name in wanted:
+            found[name.decode("ascii")] = value.decode("latin-1")
+    return found
+
+
+def _lowered_list() -> bool:
+    """Whether this httpx keeps each header as (raw name, lowercased name, value)."""
+    try:
+        return httpx.Headers({"A2A-Version": "1.0"})._list == [
+            (b"A2A-Version", b"a2a-version", b"1.0")
+        ]
+    except Exception:  # another httpx: the public path
+        return False
+
+
+_headers = _headers_listed if _lowered_list() else _headers_raw
 
 
 def _request_body(request: httpx.Request) -> bytes | None:

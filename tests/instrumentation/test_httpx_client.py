@@ -303,3 +303,23 @@ def test_a_dropped_response_is_exported_at_exit_before_the_provider_shuts_down()
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["exported A2A GetTask", "shutdown"]
+
+
+def test_the_header_fast_path_reads_what_the_public_path_reads() -> None:
+    """Headers are read from httpx's own lowercased list where it has that shape: the same
+    values as ``Headers.raw`` gives, whatever the case or repetition of the names."""
+    assert httpx_client._headers is httpx_client._headers_listed  # this httpx has the list
+    headers = httpx.Headers(
+        [
+            ("A2A-Version", "1.0"),
+            ("CONTENT-TYPE", "application/json"),
+            ("X-Other", "ignored"),
+            ("etag", '"v1"'),
+            ("Cache-Control", "max-age=5"),
+            ("Content-Encoding", "gzip"),
+        ]
+    )
+    for wanted in (httpx_client._REQUEST_HEADERS, httpx_client._RESPONSE_HEADERS):
+        listed = httpx_client._headers_listed(headers, wanted)
+        assert listed == httpx_client._headers_raw(headers, wanted)
+        assert set(listed) == {name.decode() for name in wanted}
