@@ -125,52 +125,71 @@ async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
     await to_thread.run_sync(_late_setup_guarded, rt, limiter=CapacityLimiter(1))
 
 
-def _recognise(rt: runtime.Runtime, request: httpx.Request) -> A2ARequest | None:
-    """The A2A request, or ``None`` for anything else, and for a request sent inside
-    otel-a2a's own work in this thread (a finaliser's, run by a collection there: see
-    ``collection``), which goes through as if uninstrumented, counted. Never raises."""
+def _begin(rt: runtime.Runtime, request: httpx.Request) -> Exchange | A2ARequest | None:
+    """Recognise the request and open its exchange, in one stretch of otel-a2a's work. The
+    exchange; the A2A request alone when set-up is due first (:func:`_open` follows it);
+    ``None`` for anything else, and for a request sent inside otel-a2a's own work in this
+    thread (a finaliser's, run by a collection there: see ``collection``), which goes
+    through as if uninstrumented, counted. Never raises."""
     if not collection.enter():
-        try:
-            url = request.url
-            headers = _headers(request.headers, _REQUEST_HEADERS)
-            if classify_request(request.method, url.path, headers, _request_body(request)):
-                collection.defer(functools.partial(rt.error, collection.REENTRANT))
-        except Exception as exc:  # counted later too: no metric may be recorded here
-            collection.defer(functools.partial(rt.error, type(exc).__name__))
+        _reentrant(rt, request)
         return None
     try:
-        url = request.url
-        return classify_request(
-            request.method,
-            url.path,
-            _headers(request.headers, _REQUEST_HEADERS),
-            _request_body(request),
-            url.query,  # read for an ``A2A-Version`` parameter of A2A calls only, never recorded
-        )
-    except Exception as exc:
-        rt.error(exc)
-        return None
+        try:
+            url = request.url
+            path = url.path
+            a2a = classify_request(
+                request.method,
+                path,
+                _headers(request.headers, _REQUEST_HEADERS),
+                _request_body(request),
+                url.query,  # only read for an ``A2A-Version`` parameter, never recorded
+            )
+        except Exception as exc:
+            rt.error(exc)
+            return None
+        if a2a is None or _setup_due(rt):  # only A2A traffic decides about providers
+            return a2a
+        return _start(rt, url, path, a2a)
     finally:
         collection.leave()
+
+
+def _reentrant(rt: runtime.Runtime, request: httpx.Request) -> None:
+    """An A2A request sent inside otel-a2a's own work is counted, later: no metric may be
+    recorded here."""
+    try:
+        url = request.url
+        headers = _headers(request.headers, _REQUEST_HEADERS)
+        if classify_request(request.method, url.path, headers, _request_body(request)):
+            collection.defer(functools.partial(rt.error, collection.REENTRANT))
+    except Exception as exc:
+        collection.defer(functools.partial(rt.error, type(exc).__name__))
 
 
 def _open(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
-    """The exchange of an A2A request, its implicit decisions judged. Never raises."""
-    if not collection.enter():  # a finaliser run by the set-up sends it: see _recognise
+    """The exchange of an A2A request recognised before the set-up. Never raises."""
+    if not collection.enter():  # a finaliser run by the set-up sends it: see _begin
         collection.defer(functools.partial(rt.error, collection.REENTRANT))
         return None
     try:
-        return _start(rt, request, a2a)
+        try:
+            url = request.url
+            path = url.path
+        except Exception as exc:
+            rt.error(exc)
+            return None
+        return _start(rt, url, path, a2a)
     finally:
         collection.leave()
 
 
-def _start(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
+def _start(rt: runtime.Runtime, url: httpx.URL, path: str, a2a: A2ARequest) -> Exchange | None:
+    """The exchange, its implicit decisions judged. Never raises."""
     try:
-        url = request.url
         # netloc carries no credentials; query and fragment are dropped (never recorded)
         origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
-        exchange = Exchange(rt, a2a, origin + url.path, origin + a2a.base_url_path)
+        exchange = Exchange(rt, a2a, origin + path, origin + a2a.base_url_path)
     except Exception as exc:
         rt.error(exc)
         return None
@@ -305,12 +324,12 @@ def send(
 ) -> httpx.Response:
     request, stream = _split(args, kwargs)
     rt = _current() if request is not None else None
-    a2a = None if rt is None or request is None else _recognise(rt, request)
-    if rt is None or request is None or a2a is None:
+    if rt is None or request is None:
         return wrapped(*args, **kwargs)
-    if _setup_due(rt):  # only A2A traffic decides about providers
+    exchange = _begin(rt, request)
+    if exchange is not None and not isinstance(exchange, Exchange):
         _late_setup_guarded(rt)
-    exchange = _open(rt, request, a2a)
+        exchange = _open(rt, request, exchange)
     if exchange is None:
         return wrapped(*args, **kwargs)
     token = context.attach(trace.set_span_in_context(exchange.span))
@@ -333,12 +352,12 @@ async def async_send(
 ) -> httpx.Response:
     request, stream = _split(args, kwargs)
     rt = _current() if request is not None else None
-    a2a = None if rt is None or request is None else _recognise(rt, request)
-    if rt is None or request is None or a2a is None:
+    if rt is None or request is None:
         return await wrapped(*args, **kwargs)
-    if _setup_due(rt):  # only A2A traffic decides about providers
+    exchange = _begin(rt, request)
+    if exchange is not None and not isinstance(exchange, Exchange):
         await _late_setup_off_the_loop(rt)
-    exchange = _open(rt, request, a2a)
+        exchange = _open(rt, request, exchange)
     if exchange is None:
         return await wrapped(*args, **kwargs)
     token = context.attach(trace.set_span_in_context(exchange.span))
