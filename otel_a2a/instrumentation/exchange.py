@@ -130,6 +130,7 @@ class Exchange:
         "_stream_tasks",
         "_swapped",
         "_terminal_seen",
+        "_unsaid_status",
         "a2a",
         "headers",
         "peer",
@@ -144,6 +145,9 @@ class Exchange:
         self.a2a = a2a
         self.url = url
         self.status = 0
+        # the status not yet on the span: it goes with the next attributes set (each call
+        # into the SDK costs as much as several attributes), at the latest before the end
+        self._unsaid_status = 0
         self.headers: Mapping[str, str] = {}
         self._buffer: bytearray | None = None
         self._overflow = False
@@ -201,10 +205,8 @@ class Exchange:
 
     def on_response(self, status: int, headers: Mapping[str, str], *, raw: bool) -> None:
         """Response headers arrived; ``raw`` when we will see the body still content-encoded."""
-        self.status = status
+        self.status = self._unsaid_status = status
         self.headers = headers
-        if self.span.is_recording():
-            self.span.set_attribute(sc.HTTP_STATUS_CODE, status)
         encoding = headers.get("content-encoding", "").strip().lower()
         if raw and encoding not in ("", "identity"):
             if encoding not in ("gzip", "deflate"):  # br, zstd, ...
@@ -337,6 +339,11 @@ class Exchange:
             self._buffer = None
             self._sse = None
             try:
+                if self._unsaid_status and self.span.is_recording():
+                    self.span.set_attribute(sc.HTTP_STATUS_CODE, self._unsaid_status)
+            except Exception as exc:
+                self.rt.error(exc)
+            try:
                 self.span.end(end_time)  # runs every span processor, the application's too
             except Exception as exc:
                 self.rt.error(exc)
@@ -378,17 +385,23 @@ class Exchange:
             if card is None:
                 return
             update = self.rt.card_fetched(self.url, card, self.a2a.card_variant)
-        span = self.span
-        if not span.is_recording():
-            return
-        span.set_attribute(sc.AGENT_URL, update.agent)
-        span.set_attribute(sc.CARD_ETAG_CHANGED, update.etag_changed)
-        self._card_attributes(update.card, update.etag, update.heartbeat)
+        if self.span.is_recording():
+            self._card_attributes(
+                update.card,
+                update.etag,
+                update.heartbeat,
+                {sc.AGENT_URL: update.agent, sc.CARD_ETAG_CHANGED: update.etag_changed},
+            )
 
     def _card_attributes(
-        self, card: CardInfo | None, etag: str | None, heartbeat: float | None
+        self,
+        card: CardInfo | None,
+        etag: str | None,
+        heartbeat: float | None,
+        attrs: dict[str, str | bool | float | int] | None = None,
     ) -> None:
-        attrs: dict[str, str | bool | float] = {}
+        if attrs is None:
+            attrs = {}
         if card is not None:
             if card.name:
                 attrs[sc.AGENT_NAME] = card.name
@@ -400,6 +413,13 @@ class Exchange:
             attrs[sc.CARD_ETAG] = etag
         if heartbeat is not None:
             attrs[sc.CARD_HEARTBEAT] = heartbeat
+        self._set_attributes(attrs)
+
+    def _set_attributes(self, attrs: dict[str, str | bool | float | int]) -> None:
+        """Set ``attrs`` on the live span, with the HTTP status when it is not there yet."""
+        if self._unsaid_status:
+            attrs[sc.HTTP_STATUS_CODE] = self._unsaid_status
+            self._unsaid_status = 0
         self.span.set_attributes(attrs)
 
     def _on_events(self, events: list[StreamEvent]) -> None:
@@ -479,7 +499,7 @@ class Exchange:
             self._named_seen = True
         if recording:
             # only what the span does not carry yet: each attribute is validated by the SDK
-            attrs: dict[str, str | bool] = {
+            attrs: dict[str, str | bool | float | int] = {
                 sc.TASK_STATE: last.state.state._value_,
                 sc.TASK_STATE_RAW: last.state.raw,
                 sc.AUTHORITATIVE: True,
@@ -490,7 +510,7 @@ class Exchange:
                 attrs[sc.CONTEXT_ID] = last.context_id
             if peer.etag and peer.etag != self.peer.etag:
                 attrs[sc.CARD_ETAG] = peer.etag
-            span.set_attributes(attrs)
+            self._set_attributes(attrs)
 
     def _swap(self, report: TaskReport, state: StateReading, named: str, recording: bool) -> None:
         """The agent answered the task the request named with another one (fasta2a answers
