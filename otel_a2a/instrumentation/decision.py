@@ -16,6 +16,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_a2a import semconv as sc
 from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
 from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation.processor import end_own, start_own
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,9 +68,7 @@ class liveness_decision:
                 attributes[sc.AGENT_URL] = agent
             if peer.etag is not None:
                 attributes[sc.CARD_ETAG] = peer.etag
-            span = rt.tracer.start_span(
-                f"A2A {sc.OP_DECISION}", kind=SpanKind.INTERNAL, attributes=attributes
-            )
+            span = start_own(rt.tracer, f"A2A {sc.OP_DECISION}", SpanKind.INTERNAL, attributes)
             # this entry's own verdict: another thread may enter the same instance meanwhile
             verdict = rt.decide(
                 span,
@@ -115,7 +114,7 @@ class liveness_decision:
         try:
             if exc_type is not None:
                 span.set_status(Status(StatusCode.ERROR, exc_type.__qualname__))
-            span.end()  # runs every span processor, the application's too
+            end_own(span)  # runs every span processor, the application's too
         except Exception as err:
             rt = runtime.current()
             if rt is not None:

@@ -17,6 +17,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.instrumentation import collection
+from otel_a2a.instrumentation.processor import end_own, start_own
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
     A2ARequest,
@@ -43,6 +44,7 @@ _GET_AGENT_CARD = Operation.GET_AGENT_CARD
 _GET_EXTENDED_AGENT_CARD = Operation.GET_EXTENDED_AGENT_CARD
 _CARD_OPS = frozenset({Operation.GET_AGENT_CARD.value, Operation.GET_EXTENDED_AGENT_CARD.value})
 _ACTIVE = StateClass.ACTIVE
+_CLIENT = SpanKind.CLIENT
 _DECISION_OPS = frozenset(
     op.value
     for op in (
@@ -184,9 +186,7 @@ class Exchange:
             attrs[sc.CONTEXT_ID] = a2a.context_id
         if peer.etag and op_name not in _CARD_OPS:  # card spans carry their own
             attrs[sc.CARD_ETAG] = peer.etag
-        self.span: Span = rt.tracer.start_span(
-            _SPAN_NAMES[op_name], kind=SpanKind.CLIENT, attributes=attrs
-        )
+        self.span: Span = start_own(rt.tracer, _SPAN_NAMES[op_name], _CLIENT, attrs)
 
     # -- before the request leaves ------------------------------------------------------
 
@@ -344,7 +344,7 @@ class Exchange:
             except Exception as exc:
                 self.rt.error(exc)
             try:
-                self.span.end(end_time)  # runs every span processor, the application's too
+                end_own(self.span, end_time)  # runs every span processor, the application's too
             except Exception as exc:
                 self.rt.error(exc)
 

@@ -385,3 +385,37 @@ def test_a_span_ending_while_its_processor_holds_the_judged_set_does_not_deadloc
     threading.Thread(target=end_while_held, daemon=True).start()  # a hang must not hang pytest
     assert done.wait(10), "deadlocked on the processor's own lock"
     assert otel.spans("server")
+
+
+def test_foreign_spans_met_while_one_of_ours_starts_or_ends_are_still_judged(
+    otel: Harness,
+) -> None:
+    """The hooks leave otel-a2a's own spans alone at once while one starts or ends; a span of
+    another tracer started or ended right then (here by an application's processor) is not
+    mistaken for one of them."""
+    from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+    from otel_a2a.instrumentation import runtime
+
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    observed = tracer.start_span(
+        "server", attributes={"a2a.task.id": "tO", "a2a.task.state.raw": "working"}
+    )
+
+    class Meddler(SpanProcessor):
+        def on_start(self, span: Span, parent_context: object = None) -> None:
+            if span.name == "A2A liveness_decision":  # inside otel-a2a's work: counted
+                attributes = {"a2a.liveness.decision": True, "a2a.task.id": "tS"}
+                tracer.start_span("wait", attributes=attributes).end()
+
+        def on_end(self, span: ReadableSpan) -> None:
+            if span.name == "A2A liveness_decision":
+                observed.end()
+
+    otel.tracer_provider.add_span_processor(Meddler())
+    with liveness_decision("tD"):
+        pass
+    rt = runtime.current()
+    assert rt is not None
+    assert rt.detector.ledger.get("tO") is not None  # ended while ours ended: observed
+    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
