@@ -24,6 +24,7 @@ from otel_a2a.protocol.states import StateClass, TaskState
 
 ERROR_REPLY = "error-reply"  # the source of observations read from error replies
 _UNKNOWN = TaskState.UNKNOWN
+_TERMINAL = StateClass.TERMINAL
 
 
 class AgentView(Protocol):
@@ -123,18 +124,24 @@ class Detector:
         if not reports:
             return verdicts
         key, etag = agent.key, agent.etag
-        op = source.value if isinstance(source, Operation) else str(source)
+        op = (
+            source
+            if type(source) is str
+            else (source.value if isinstance(source, Operation) else str(source))
+        )
+        ledger = self.ledger
         for report in reports:
             reading = report.state
             if reading is None:
-                self.ledger.touch(report.task_id, now)
+                ledger.touch(report.task_id, now)
                 continue
-            terminal = reading.state.is_terminal
+            state = reading.state
+            terminal = state.is_terminal
             stamp = report.timestamp
             obs = Observation(
                 report.task_id,
                 key,
-                reading.state,
+                state,
                 reading.raw,
                 reading.exact,
                 now,
@@ -142,10 +149,14 @@ class Detector:
                 op,
                 stamp if terminal else None,  # kept to tell late frames; parsed only then
             )
-            prev = self.ledger.observe(obs, None if terminal else stamp)
+            prev = ledger.observe(obs, None if terminal else stamp)
             if prev is LATE:  # older than what the ledger holds: no transition to judge,
                 prev = None  # but its spelling is still what the agent sent
-            if reading.exact and reading.mapped and (prev is None or not prev.state.is_terminal):
+            if (
+                reading.exact
+                and reading.mapped
+                and (prev is None or prev._kind.state_class is not _TERMINAL)
+            ):
                 continue  # fast path: nothing on the observation side can hold
             verdicts.extend(
                 judge_observation(

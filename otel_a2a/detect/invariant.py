@@ -188,6 +188,12 @@ def is_redundant_get(
     heartbeat is not: a decision on it owes no heartbeat, but a poll can still learn that
     someone answered it or the agent ended it meanwhile.
     """
-    if obs is None or obs._kind.state is _UNKNOWN or _etag_changed(obs.etag, etag_now):
+    if obs is None:
         return False
-    return obs._kind.state_class is _TERMINAL or _age(obs, now) <= heartbeat
+    kind, observed = obs._kind, obs.etag  # inlined (_etag_changed, _age): every poll passes
+    if kind.state is _UNKNOWN or (
+        observed is not None and etag_now is not None and observed != etag_now
+    ):
+        return False
+    age = now - obs.at
+    return kind.state_class is _TERMINAL or (0.0 if age < 0.0 else age) <= heartbeat

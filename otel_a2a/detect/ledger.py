@@ -274,7 +274,8 @@ class TaskLedger:
             index = self._index
             prev = index.get(node.task_id)
             if prev is not None and (
-                node.at < prev.at or (sent_at is not None and _late(prev, sent_at))
+                node.at < prev.at
+                or (sent_at is not None and prev.stamp is not None and _late(prev, sent_at))
             ):
                 return LATE
             if prev is not None:
