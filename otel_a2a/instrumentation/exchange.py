@@ -20,6 +20,7 @@ from otel_a2a.instrumentation import collection
 from otel_a2a.instrumentation.processor import end_own, start_own
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import (
+    A2AError,
     A2ARequest,
     Binding,
     CardInfo,
@@ -207,8 +208,8 @@ class Exchange:
         """Response headers arrived; ``raw`` when we will see the body still content-encoded."""
         self.status = self._unsaid_status = status
         self.headers = headers
-        encoding = headers.get("content-encoding", "").strip().lower()
-        if raw and encoding not in ("", "identity"):
+        encoding = headers.get("content-encoding") if raw else None  # else httpx decoded it
+        if encoding is not None and (encoding := encoding.strip().lower()) not in ("", "identity"):
             if encoding not in ("gzip", "deflate"):  # br, zstd, ...
                 self.rt.error("unsupported_content_encoding")
                 self._overflow = True  # observe nothing rather than guess
@@ -364,7 +365,7 @@ class Exchange:
         """An oversized body: look for the state in growing prefixes, never beyond
         ``OTEL_A2A_MAX_BODY_BYTES`` (a Message reply carries no state at all: stop there)."""
         limit = self.rt.settings.max_body_bytes
-        self._apply(extract_from_prefixes(self.a2a, self.status, body, limit), streamed=False)
+        self._apply(extract_from_prefixes(self.a2a, self.status, body, limit), False)
 
     def _observe_body(self, body: bytes) -> None:
         op = self.a2a.operation
@@ -375,7 +376,7 @@ class Exchange:
             if card is not None and self.span.is_recording():  # its own etag, span only
                 self._card_attributes(card, card.etag, card.heartbeat)
         else:
-            self._apply(extract_response(self.a2a, self.status, body), streamed=False)
+            self._apply(extract_response(self.a2a, self.status, body), False)
 
     def _observe_card(self, body: bytes | None) -> None:
         if self.status == 304:
@@ -433,7 +434,7 @@ class Exchange:
         for event in events:
             reports = event.facts.reports
             if reports or event.facts.error is not None:
-                self._apply(event.facts, streamed=True, now=now)
+                self._apply(event.facts, True, now)
                 reported.update(r.task_id for r in reports)
             if event.error and self.span.is_recording():
                 self.span.set_status(Status(StatusCode.ERROR, "SSE error event"))
@@ -441,53 +442,24 @@ class Exchange:
                     self.span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
         self.rt.stream_alive(self._stream_tasks - reported, now)
 
-    def _apply(self, facts: ResponseFacts, *, streamed: bool, now: float | None = None) -> None:
+    def _apply(self, facts: ResponseFacts, streamed: bool, now: float | None = None) -> None:
         rt, span = self.rt, self.span
         if now is None:
             now = time.monotonic()
         recording = span.is_recording()
-        operation = self.a2a.operation._value_
-        error = facts.error
-        if error is not None:
-            binding = self.a2a.binding
-            if recording:
-                code = error.code
-                text = str(code) if code is not None else f"HTTP {self.status}"
-                span.set_status(Status(StatusCode.ERROR, error.reason or text))
-                span.set_attribute(
-                    sc.ERROR_TYPE, _error_type(code, error.reason, binding, self.status)
-                )
-                if code is not None and binding is _JSONRPC:
-                    span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
-            task_id = self.a2a.task_id
-            if error.task_not_found and task_id:
-                rt.task_not_found(span, task_id, operation, now)
-            elif error.report is not None:
-                self._error_reply(error.report, now)
-        if not facts.reports:
+        if facts.error is not None:
+            self._on_error(facts.error, recording, now)
+        reports = facts.reports
+        if not reports:
             return
-        for report in facts.reports:
-            if streamed and len(self._stream_tasks) < _MAX_STREAM_TASKS:
-                self._stream_tasks.add(report.task_id)
-            if report.state is None:
-                continue
-            self._last_report = report
-            state = report.state.state
-            if state.state_class is not _ACTIVE:  # terminal or interrupted
-                self._terminal_seen = True
-            elif streamed:
-                self._terminal_seen = False
-            if recording and streamed and report.kind == "status-update":
-                span.add_event(
-                    sc.EVENT_TASK_STATUS,
-                    {
-                        sc.TASK_ID: report.task_id,
-                        sc.TASK_STATE: state._value_,
-                        sc.TASK_STATE_RAW: report.state.raw,
-                    },
-                )
+        if streamed:
+            self._on_stream_reports(reports, recording)
+        else:  # one body: only its last state counts (how it ends is judged of streams only)
+            for report in reports:
+                if report.state is not None:
+                    self._last_report = report
         peer = rt.fresh(self.peer)  # a card fetched since the request left is in force now
-        rt.observe(span, peer, facts.reports, operation, now)
+        rt.observe(span, peer, reports, self.a2a.operation._value_, now)
         last = self._last_report
         if last is None or last.state is None:
             return
@@ -511,6 +483,48 @@ class Exchange:
             if peer.etag and peer.etag != self.peer.etag:
                 attrs[sc.CARD_ETAG] = peer.etag
             self._set_attributes(attrs)
+
+    def _on_stream_reports(self, reports: tuple[TaskReport, ...], recording: bool) -> None:
+        """A stream's reports: the tasks it keeps alive, whether it stands at a terminal (or
+        interrupted) state, one ``a2a.task.status`` event per status update."""
+        span = self.span
+        for report in reports:
+            if len(self._stream_tasks) < _MAX_STREAM_TASKS:
+                self._stream_tasks.add(report.task_id)
+            if report.state is None:
+                continue
+            self._last_report = report
+            state = report.state.state
+            # terminal or interrupted; a later live state reopens it
+            self._terminal_seen = state.state_class is not _ACTIVE
+            if recording and report.kind == "status-update":
+                span.add_event(
+                    sc.EVENT_TASK_STATUS,
+                    {
+                        sc.TASK_ID: report.task_id,
+                        sc.TASK_STATE: state._value_,
+                        sc.TASK_STATE_RAW: report.state.raw,
+                    },
+                )
+
+    def _on_error(self, error: A2AError, recording: bool, now: float) -> None:
+        """An error reply: on the span, and what it says of the task named (lost, or in a
+        state it names)."""
+        span, status = self.span, self.status
+        operation = self.a2a.operation._value_
+        if recording:
+            binding = self.a2a.binding
+            code = error.code
+            text = str(code) if code is not None else f"HTTP {status}"
+            span.set_status(Status(StatusCode.ERROR, error.reason or text))
+            span.set_attribute(sc.ERROR_TYPE, _error_type(code, error.reason, binding, status))
+            if code is not None and binding is _JSONRPC:
+                span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
+        task_id = self.a2a.task_id
+        if error.task_not_found and task_id:
+            self.rt.task_not_found(span, task_id, operation, now)
+        elif error.report is not None:
+            self._error_reply(error.report, now)
 
     def _swap(self, report: TaskReport, state: StateReading, named: str, recording: bool) -> None:
         """The agent answered the task the request named with another one (fasta2a answers
