@@ -137,6 +137,13 @@ class Detector:
                 continue
             state = reading.state
             terminal = state.is_terminal
+            if (
+                reading.exact
+                and reading.mapped
+                and not terminal
+                and ledger.reobserve(report.task_id, key, state, reading.raw, True, op, etag, now)
+            ):
+                continue  # the same observation again, only later: nothing to judge
             stamp = report.timestamp
             obs = Observation(
                 report.task_id,

@@ -80,8 +80,9 @@ class Observation:
 
     The instance doubles as the ledger's list node (two private link slots), which is what
     keeps a tracked task small. Treat it as immutable once given to ``TaskLedger.observe``;
-    the one change the ledger makes is advancing ``at`` while the task is tracked and an open
-    stream delivers frames (``touch``). An observation returned as *previous* never changes.
+    the one change the ledger makes is advancing ``at`` while the task is tracked, when an open
+    stream delivers frames (``touch``) or the same observation is made again (``reobserve``).
+    An observation returned as *previous* never changes.
     """
 
     __slots__ = ("_kind", "_next", "_prev", "agent", "at", "etag", "stamp", "task_id")
@@ -308,6 +309,49 @@ class TaskLedger:
             head._prev = node
             index[node.task_id] = node
         return prev
+
+    def reobserve(
+        self,
+        task_id: str,
+        agent: str,
+        state: TaskState,
+        raw: str,
+        exact: bool,
+        source: str,
+        etag: str | None,
+        at: float,
+    ) -> bool:
+        """The task observed again exactly as held, only later (the common poll of a live
+        task): the held observation's ``at`` moves to ``at`` in place, no new node. False, and
+        nothing changed, unless the task is tracked with that very kind, agent and etag, held
+        non-terminal, observed no later than ``at``: the caller then records an
+        :class:`Observation` (``observe``). The node replaced by ``observe`` would have been
+        returned detached; nothing is returned here, and an observation returned as previous
+        still never changes."""
+        kind = _kind(state, raw, exact, source)
+        with self._lock:
+            node = self._index.get(task_id)
+            if (
+                node is None
+                or node._kind is not kind
+                or kind.state_class is _TERMINAL
+                or at < node.at
+                or node.agent != agent
+                or node.etag != etag
+            ):
+                return False
+            node.at = at
+            head = self._live
+            if head._prev is not node:
+                p, n = node._prev, node._next
+                p._next = n
+                n._prev = p
+                tail = head._prev
+                tail._next = node
+                node._prev = tail
+                node._next = head
+                head._prev = node
+            return True
 
     def touch(self, task_id: str, at: float) -> bool:
         """An open stream's frame: the task was seen at ``at`` (never moved backwards).

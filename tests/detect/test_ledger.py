@@ -87,6 +87,33 @@ def test_touch_refreshes_time_only_and_never_backwards() -> None:
     assert got.at == 12.0
 
 
+def test_reobserve_refreshes_only_the_very_observation_held() -> None:
+    ledger = TaskLedger(10)
+    held = make_obs("t", TaskState.WORKING, at=10.0, etag="e1")
+    ledger.observe(held)
+    ledger.observe(make_obs("u", TaskState.WORKING, at=11.0, etag="e1"))
+    same = ("t", held.agent, TaskState.WORKING, held.raw, True, "GetTask")
+    assert ledger.reobserve(*same, "e1", 12.0) is True
+    assert ledger.get("t") is held and held.at == 12.0  # in place: no new node
+    assert [o.task_id for o in ledger.snapshot()] == ["u", "t"]  # now the most recent
+    for other in (
+        ("t", held.agent, TaskState.WORKING, held.raw, True, "GetTask", "e2", 13.0),  # etag
+        ("t", "http://other", TaskState.WORKING, held.raw, True, "GetTask", "e1", 13.0),
+        ("t", held.agent, TaskState.WORKING, "working", True, "GetTask", "e1", 13.0),  # raw
+        ("t", held.agent, TaskState.WORKING, held.raw, True, "SendMessage", "e1", 13.0),
+        ("t", held.agent, TaskState.SUBMITTED, held.raw, True, "GetTask", "e1", 13.0),
+        ("t", *same[1:], "e1", 11.5),  # older than held
+        ("missing", *same[1:], "e1", 13.0),
+    ):
+        assert ledger.reobserve(*other) is False
+    assert held.at == 12.0 and ledger.get("t") is held
+    done = make_obs("d", TaskState.COMPLETED, at=1.0, etag="e1")
+    ledger.observe(done)
+    args = ("d", done.agent, TaskState.COMPLETED, done.raw, True, "GetTask", "e1", 2.0)
+    assert ledger.reobserve(*args) is False  # terminal: observe() judges and keeps stamps
+    assert done.at == 1.0
+
+
 def test_forget_returns_last_and_updates_counts() -> None:
     ledger = TaskLedger(10)
     ledger.observe(make_obs("t", TaskState.AUTH_REQUIRED))
@@ -283,6 +310,29 @@ class LedgerMachine(RuleBasedStateMachine):
             assert prev is None
         else:
             assert prev is not None and (prev.state, prev.agent, prev.at) == expected_prev
+
+    @rule(
+        task_id=st.sampled_from(TASKS),
+        state=st.sampled_from(list(TaskState)),
+        agent=st.sampled_from(AGENTS),
+        dt=st.sampled_from([-1.0, 0.0, 3.0]),
+    )
+    def reobserve(self, task_id: str, state: TaskState, agent: str, dt: float) -> None:
+        at = self.now + dt  # -1: older than what may be held
+        self.now = max(self.now, at)
+        held = self.model.find(task_id)
+        expected = (
+            held is not None
+            and held[0] is state
+            and held[1] == agent
+            and not state.is_terminal
+            and at >= held[2]
+        )
+        spelled = "TASK_STATE_" + state.name
+        got = self.ledger.reobserve(task_id, agent, state, spelled, True, "GetTask", '"v1"', at)
+        assert got == expected
+        if expected:  # the same as observing it again
+            self.model.observe(task_id, state, agent, at)
 
     @rule(task_id=st.sampled_from(TASKS), dt=st.sampled_from([0.0, 1.0, 30.0]))
     def touch(self, task_id: str, dt: float) -> None:
