@@ -17,8 +17,11 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind, Tracer
 
 from otel_a2a import semconv as sc
@@ -47,7 +50,7 @@ def _enum(kind: type[_E], value: object) -> _E | None:
         return None
 
 
-def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
+def _public_attributes(span: ReadableSpan) -> Mapping[str, object] | None:
     """The span's attributes, as a plain dict where the SDK gives a read-only view of its
     own mapping: a key the view lacks costs a ``KeyError`` raised and caught in Python
     (``Mapping.get``, ``Mapping.__contains__``), several times the cost of copying the few
@@ -59,6 +62,37 @@ def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
         except AttributeError:  # a view of a mapping that cannot copy itself
             pass
     return attrs
+
+
+def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
+    """The span's attributes, read only. Of the SDK's own spans, the dict its attribute
+    container holds, read in place: the public view costs a Python call to build and
+    another to copy, on every span of the process (used only where that dict was found
+    where expected, see below); of any other span, :func:`_public_attributes`."""
+    if type(span) in _SDK_SPANS:
+        held = span._attributes
+        if type(held) is BoundedAttributes:
+            return held._dict
+    return _public_attributes(span)
+
+
+def _sdk_layout() -> frozenset[type]:
+    """The SDK span classes whose attributes are a ``BoundedAttributes`` holding its dict in
+    ``_dict`` (checked once, on a span made here); none for an SDK laid out otherwise."""
+    try:
+        provider = TracerProvider(ALWAYS_ON, Resource.get_empty(), shutdown_on_exit=False)
+        span = provider.get_tracer("probe").start_span("probe", attributes={"k": "v"})
+        if not isinstance(span, ReadableSpan):
+            return frozenset()
+        held = span._attributes
+        if type(held) is BoundedAttributes and held._dict == {"k": "v"} == span.attributes:
+            return frozenset({type(span), ReadableSpan})
+    except Exception:  # another SDK: the public path only
+        pass
+    return frozenset()
+
+
+_SDK_SPANS = _sdk_layout()
 
 
 def _ours(span: ReadableSpan) -> bool:

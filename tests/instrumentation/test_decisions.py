@@ -419,3 +419,30 @@ def test_foreign_spans_met_while_one_of_ours_starts_or_ends_are_still_judged(
     assert rt is not None
     assert rt.detector.ledger.get("tO") is not None  # ended while ours ended: observed
     assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+
+
+def test_the_processor_reads_sdk_spans_attributes_as_the_public_view_shows_them(
+    otel: Harness,
+) -> None:
+    """Of the SDK's own spans the processor reads the attribute dict in place (the public
+    view costs two Python calls per span); it must hold what the public view shows, at the
+    start and at the end, and any other span goes the public way."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from otel_a2a.instrumentation import processor
+
+    tracer = otel.tracer_provider.get_tracer("other.instrumentation")
+    span = tracer.start_span("s", attributes={"a2a.task.id": "tA", "n": 1})
+    assert isinstance(span, ReadableSpan)
+    assert type(span) in processor._SDK_SPANS  # this SDK is laid out as expected
+    span.set_attribute("a2a.task.state", "working")
+    assert processor._attributes(span) == processor._public_attributes(span) == span.attributes
+    span.end()
+    ended = otel.span("s")
+    assert processor._attributes(ended) == dict(ended.attributes or {})
+
+    class Foreign(ReadableSpan):  # not the SDK's own class: read through the public view
+        pass
+
+    foreign = Foreign("f", attributes={"a2a.task.id": "tF"})
+    assert processor._attributes(foreign) == {"a2a.task.id": "tF"}
