@@ -12,6 +12,7 @@ import functools
 import time
 import zlib
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -57,6 +58,10 @@ _DECISION_OPS = frozenset(
 )
 _STREAM_OPS = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSCRIBE_TO_TASK.value})
 _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
+# Of a response httpx hands over decoded, only these operations read headers: a card its
+# ETag and Cache-Control, a stream its Content-Type.
+_HEADED_OPS = _CARD_OPS | _STREAM_OPS
+NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 # Tasks one stream keeps alive (its frames refresh their observations). A stream is about one task;
 # a peer naming thousands on one stream must not make every frame cost thousands of updates.
 _MAX_STREAM_TASKS = 16
@@ -151,7 +156,7 @@ class Exchange:
         # the status not yet on the span: it goes with the next attributes set (each call
         # into the SDK costs as much as several attributes), at the latest before the end
         self._unsaid_status = 0
-        self.headers: Mapping[str, str] = {}
+        self.headers = NO_HEADERS
         self._buffer: bytearray | None = None
         self._overflow = False
         self._decoder: _Inflater | None = None
@@ -203,6 +208,11 @@ class Exchange:
             self.rt.decide(self.span, task_id, self.peer, a2a.operation._value_, now)
 
     # -- response ------------------------------------------------------------------------
+
+    def reads_headers(self, raw: bool) -> bool:
+        """Whether :meth:`on_response` needs the response headers: of a body still encoded
+        (``raw``) its Content-Encoding; of a card or a stream, see ``_HEADED_OPS``."""
+        return raw or self.a2a.operation._value_ in _HEADED_OPS
 
     def on_response(self, status: int, headers: Mapping[str, str], *, raw: bool) -> None:
         """Response headers arrived; ``raw`` when we will see the body still content-encoded."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_a2a.instrumentation import collection, runtime
-from otel_a2a.instrumentation.exchange import Exchange
+from otel_a2a.instrumentation.exchange import NO_HEADERS, Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
 
@@ -277,11 +277,6 @@ class _AsyncTeeStream(httpx.AsyncByteStream):
         _abandon(self._exchange)
 
 
-def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[httpx.Request | None, bool]:
-    request = args[0] if args else kwargs.get("request")
-    return (request if isinstance(request, httpx.Request) else None), bool(kwargs.get("stream"))
-
-
 def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
     """Hand the response to the exchange; a failure here is counted, never raised."""
     if not collection.enter():  # the request began outside otel-a2a's work: only a host
@@ -291,7 +286,11 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
         # A response built from bytes (MockTransport ``content=``/``json=``) is read at
         # creation: streaming it never touches the stream again, so take the body it holds.
         raw = stream and not response.is_stream_consumed
-        headers = _headers(response.headers, _RESPONSE_HEADERS)
+        headers: Mapping[str, str]
+        if exchange.reads_headers(raw):
+            headers = _headers(response.headers, _RESPONSE_HEADERS)
+        else:  # none of them is read: not even looked at
+            headers = NO_HEADERS
         exchange.on_response(response.status_code, headers, raw=raw)
         if not raw:
             exchange.complete(response.content)
@@ -311,20 +310,15 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
         collection.leave()
 
 
-def _current() -> runtime.Runtime | None:
-    rt = runtime.current()
-    return rt if rt is not None and is_instrumentation_enabled() else None
-
-
 def send(
     wrapped: Callable[..., httpx.Response],
     instance: httpx.Client,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> httpx.Response:
-    request, stream = _split(args, kwargs)
-    rt = _current() if request is not None else None
-    if rt is None or request is None:
+    request = args[0] if args else kwargs.get("request")
+    rt = runtime.current()
+    if rt is None or not isinstance(request, httpx.Request) or not is_instrumentation_enabled():
         return wrapped(*args, **kwargs)
     exchange = _begin(rt, request)
     if exchange is not None and not isinstance(exchange, Exchange):
@@ -340,7 +334,7 @@ def send(
         raise
     finally:
         context.detach(token)
-    _after(exchange, response, stream)
+    _after(exchange, response, bool(kwargs.get("stream")))
     return response
 
 
@@ -350,9 +344,9 @@ async def async_send(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> httpx.Response:
-    request, stream = _split(args, kwargs)
-    rt = _current() if request is not None else None
-    if rt is None or request is None:
+    request = args[0] if args else kwargs.get("request")
+    rt = runtime.current()
+    if rt is None or not isinstance(request, httpx.Request) or not is_instrumentation_enabled():
         return await wrapped(*args, **kwargs)
     exchange = _begin(rt, request)
     if exchange is not None and not isinstance(exchange, Exchange):
@@ -368,5 +362,5 @@ async def async_send(
         raise
     finally:
         context.detach(token)
-    _after(exchange, response, stream)
+    _after(exchange, response, bool(kwargs.get("stream")))
     return response
