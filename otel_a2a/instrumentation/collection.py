@@ -15,20 +15,22 @@ span-processor hook), at ``uninstrument()`` and at exit (:func:`drain`).
 
 from __future__ import annotations
 
-import threading
+import os
 from collections.abc import Callable
 from queue import Empty, SimpleQueue
+from threading import get_ident
 
 MAX_DEFERRED = 4096  # items awaiting a drain; beyond, an item is dropped and counted
 OVERFLOW = "deferred_overflow"  # error.type of what the bound dropped
 REENTRANT = "reentrant_call"  # error.type of a call met inside otel-a2a's own work
 
 
-class _Thread(threading.local):
-    busy = False  # this thread is inside otel-a2a's work
-
-
-_thread = _Thread()
+# The threads inside otel-a2a's work, by ident: every A2A request enters twice, and a set
+# lookup costs a fraction of a thread-local attribute. An ident leaves with its thread's
+# work (``leave`` runs in a ``finally``); a forked child starts with none (the threads that
+# were inside are not there).
+_busy: set[int] = set()
+os.register_at_fork(after_in_child=_busy.clear)
 _queue: SimpleQueue[Callable[[], object]] = SimpleQueue()
 # items the bound dropped, counted at the next drain (increments from several threads at
 # once may lose one: the count is a lower bound)
@@ -47,17 +49,17 @@ def defer(work: Callable[[], object]) -> None:
 def enter(drain: bool = True) -> bool:
     """Begin otel-a2a's work in this thread, after what was deferred (unless ``drain`` is
     false); False, and nothing begun, when this thread is inside that work already."""
-    state = _thread
-    if state.busy:
+    ident = get_ident()
+    if ident in _busy:
         return False
-    state.busy = True
+    _busy.add(ident)
     if drain and (_dropped or _queue.qsize()):
         _run_deferred()
     return True
 
 
 def leave() -> None:
-    _thread.busy = False
+    _busy.discard(get_ident())
 
 
 def drain() -> None:
