@@ -19,7 +19,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_a2a import semconv as sc
 from otel_a2a.instrumentation import collection
 from otel_a2a.instrumentation.processor import end_own, start_own
-from otel_a2a.instrumentation.runtime import Runtime
+from otel_a2a.instrumentation.runtime import Peer, Runtime
 from otel_a2a.protocol import (
     A2AError,
     A2ARequest,
@@ -125,6 +125,37 @@ class _Inflater:
             piece = inflater.decompress(inflater.unconsumed_tail, _INFLATE_STEP)
 
 
+_TemplateKey = tuple[Peer, str, str | None, str, str | None]
+# The attributes every span of one operation to one peer (as resolved under one card
+# generation: a card fetch makes new peers) starts with, built once; a request adds its task
+# and context ids. Bounded: cleared when full.
+_TEMPLATES: dict[_TemplateKey, dict[str, str | bool]] = {}
+_MAX_TEMPLATES = 256
+
+
+def _template(key: _TemplateKey) -> dict[str, str | bool]:
+    peer, op_name, version, binding, jsonrpc_method = key
+    attrs: dict[str, str | bool] = {
+        sc.RPC_SYSTEM: "a2a",
+        sc.RPC_METHOD: op_name,
+        sc.OPERATION: op_name,
+        sc.AGENT_URL: peer.key,
+    }
+    if version is not None:  # None only for the well-known card: no binding either
+        attrs[sc.PROTOCOL_VERSION] = version
+        attrs[sc.BINDING] = binding
+    if jsonrpc_method:
+        attrs[sc.JSONRPC_METHOD] = jsonrpc_method
+    if peer.name:
+        attrs[sc.AGENT_NAME] = peer.name
+    if peer.etag and op_name not in _CARD_OPS:  # card spans carry their own
+        attrs[sc.CARD_ETAG] = peer.etag
+    if len(_TEMPLATES) >= _MAX_TEMPLATES:
+        _TEMPLATES.clear()
+    _TEMPLATES[key] = attrs
+    return attrs
+
+
 class Exchange:
     __slots__ = (
         "_buffer",
@@ -169,29 +200,19 @@ class Exchange:
         self._closed = False
         self._given_up = False
         self.peer = peer = rt.peer(url, interface)
-        op = a2a.operation
-        op_name = op._value_  # Enum ``.value`` is a slow property on CPython 3.11
-        attrs: dict[str, str | bool] = {
-            sc.RPC_SYSTEM: "a2a",
-            sc.RPC_METHOD: op_name,
-            sc.OPERATION: op_name,
-            sc.AGENT_URL: peer.key,
-        }
-        if a2a.version is not None:  # None only for the well-known card: no binding either
-            attrs[sc.PROTOCOL_VERSION] = a2a.version
-            attrs[sc.BINDING] = a2a.binding._value_
-        if a2a.jsonrpc_method:
-            attrs[sc.JSONRPC_METHOD] = a2a.jsonrpc_method
-        if peer.name:
-            attrs[sc.AGENT_NAME] = peer.name
+        op_name = a2a.operation._value_  # Enum ``.value`` is a slow property on CPython 3.11
+        # the binding's value, not the member: hashing an Enum member runs Python code
+        key = (peer, op_name, a2a.version, a2a.binding._value_, a2a.jsonrpc_method)
+        template = _TEMPLATES.get(key)
+        if template is None:
+            template = _template(key)
+        attrs = template.copy()
         if a2a.task_id:
             attrs[sc.TASK_ID] = a2a.task_id
             if op_name in _DECISION_OPS:  # judged in ``before_send``
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
-        if peer.etag and op_name not in _CARD_OPS:  # card spans carry their own
-            attrs[sc.CARD_ETAG] = peer.etag
         self.span: Span = start_own(rt.tracer, _SPAN_NAMES[op_name], _CLIENT, attrs)
 
     # -- before the request leaves ------------------------------------------------------
