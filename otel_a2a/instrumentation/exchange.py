@@ -235,7 +235,7 @@ class Exchange:
         (``raw``) its Content-Encoding; of a card or a stream, see ``_HEADED_OPS``."""
         return raw or self.a2a.operation._value_ in _HEADED_OPS
 
-    def on_response(self, status: int, headers: Mapping[str, str], *, raw: bool) -> None:
+    def on_response(self, status: int, headers: Mapping[str, str], raw: bool) -> None:
         """Response headers arrived; ``raw`` when we will see the body still content-encoded."""
         self.status = self._unsaid_status = status
         self.headers = headers

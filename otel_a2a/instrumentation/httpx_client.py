@@ -138,12 +138,15 @@ def _begin(rt: runtime.Runtime, request: httpx.Request) -> Exchange | A2ARequest
         try:
             url = request.url
             path = url.path
+            headers = _headers(request.headers, _REQUEST_HEADERS)
             a2a = classify_request(
                 request.method,
                 path,
-                _headers(request.headers, _REQUEST_HEADERS),
+                headers,
                 _request_body(request),
-                url.query,  # only read for an ``A2A-Version`` parameter, never recorded
+                # only read for an ``A2A-Version`` parameter when the header is absent (so
+                # not taken from the URL otherwise), never recorded
+                b"" if "a2a-version" in headers else url.query,
             )
         except Exception as exc:
             rt.error(exc)
@@ -291,7 +294,7 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
             headers = _headers(response.headers, _RESPONSE_HEADERS)
         else:  # none of them is read: not even looked at
             headers = NO_HEADERS
-        exchange.on_response(response.status_code, headers, raw=raw)
+        exchange.on_response(response.status_code, headers, raw)
         if not raw:
             exchange.complete(response.content)
             return

@@ -126,7 +126,7 @@ _REQUEST = SchemaValidator(
 
 def parse_response(data: bytes) -> Any:
     """Parse a response body or stream payload, keeping only what extraction reads."""
-    unmarked = strip_bom(data)
+    unmarked = data[3:] if data[:3] == _BOM else data  # strip_bom, inlined: every response
     try:
         return _RESPONSE.validate_json(unmarked)
     except ValueError:
@@ -137,7 +137,7 @@ def parse_request(data: bytes) -> Any:
     """Parse a request body, keeping only the method and the task/context ids."""
     if len(data) > MAX_FULL_PARSE:
         return parse_json_prefix(data)
-    unmarked = strip_bom(data)
+    unmarked = data[3:] if data[:3] == _BOM else data  # strip_bom, inlined: every request
     try:
         return _REQUEST.validate_json(unmarked)
     except ValueError:

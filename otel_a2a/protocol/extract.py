@@ -304,10 +304,6 @@ def _reports(report: TaskReport | None) -> ResponseFacts:
     return UNRECOGNIZED if report is None else _new(ResponseFacts, ((report,), None, False, True))
 
 
-def _id(value: Any) -> str | None:
-    return value if type(value) is str and 0 < len(value) <= MAX_ID_LEN else None
-
-
 def _report(
     obj: dict[str, Any], id_key: str, version: str | None, binding: Binding | None, kind: str
 ) -> TaskReport | None:
@@ -335,7 +331,10 @@ def _report(
                 stamp = None
         else:
             state = read_state(None, version, binding)
-    return _new(TaskReport, (task_id, _id(obj.get("contextId")), state, kind, stamp))
+    context_id = obj.get("contextId")  # as _id does, inlined: every report passes here
+    if type(context_id) is not str or not 0 < len(context_id) <= MAX_ID_LEN:
+        context_id = None
+    return _new(TaskReport, (task_id, context_id, state, kind, stamp))
 
 
 def _task(
