@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -61,7 +62,12 @@ from otel_a2a.instrumentation.providers import (
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.package import _instruments
 
-__all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
+__all__ = [
+    "A2AInstrumentor",
+    "DivergenceSpanProcessor",
+    "instrument_grpc_channel",
+    "liveness_decision",
+]
 
 
 _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
@@ -111,9 +117,35 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         finish_before_exit()  # and again when the processor is attached to a provider
         wrap_function_wrapper(httpx.Client, "send", send)
         wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
+        grpc_client = _grpc_client()
+        if grpc_client is not None:
+            grpc_client.patch()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         unwrap(httpx.Client, "send")
         unwrap(httpx.AsyncClient, "send")
+        grpc_client = _grpc_client()
+        if grpc_client is not None:
+            grpc_client.unpatch()
         collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)
+
+
+def _grpc_client() -> ModuleType | None:
+    """The gRPC interceptors' module, or None when grpcio is not installed (optional)."""
+    try:
+        from otel_a2a.instrumentation import grpc_client
+    except ImportError:
+        return None
+    return grpc_client
+
+
+def instrument_grpc_channel(channel: Any, target: str) -> Any:
+    """Add otel-a2a's interceptors to a gRPC channel created before ``instrument()`` (or by a
+    ``grpc_channel_factory`` captured before it): a ``grpc.Channel`` comes back wrapped (use
+    the channel returned), a ``grpc.aio.Channel`` gets them in place. ``target`` is the
+    address the channel was created with (``host:port``), which attributes its calls to the
+    agent whose card names it. Channels created while instrumented have them already."""
+    from otel_a2a.instrumentation import grpc_client
+
+    return grpc_client.instrument_channel(channel, target)

@@ -61,11 +61,16 @@ class PeerStartError(RuntimeError):
     """A peer did not print its READY line before the deadline (or exited first)."""
 
 
-def peer_command(runtime: Runtime, port: int, slow_timeout: float | None = None) -> list[str]:
-    """The argv that starts ``runtime``'s peer on ``port``."""
+def peer_command(
+    runtime: Runtime, port: int, slow_timeout: float | None = None, grpc: bool = False
+) -> list[str]:
+    """The argv that starts ``runtime``'s peer on ``port`` (``grpc``: the Python peer only)."""
     extra = [] if slow_timeout is None else ["--slow-timeout", str(slow_timeout)]
     if runtime == "python":
-        return [sys.executable, str(PYTHON_PEER), "--port", str(port), *extra]
+        grpc_flag = ["--grpc"] if grpc else []
+        return [sys.executable, str(PYTHON_PEER), "--port", str(port), *extra, *grpc_flag]
+    if grpc:
+        raise ValueError(f"the {runtime} peer serves no gRPC")
     if runtime == "node":
         node = shutil.which("node") or "node"
         return [node, str(NODE_PEER), "--port", str(port), *extra]
@@ -98,6 +103,7 @@ class RunningPeer:
     process: subprocess.Popen[bytes]
     _stderr: deque[str] = field(default_factory=lambda: deque(maxlen=_STDERR_LINES))
     _threads: list[threading.Thread] = field(default_factory=list)
+    grpc_target: str | None = None  # ``127.0.0.1:<port>`` when started with ``grpc=True``
 
     @property
     def card_url(self) -> str:
@@ -140,11 +146,12 @@ def _start_once(
     ready_timeout: float,
     slow_timeout: float | None,
     env: Mapping[str, str] | None,
+    grpc: bool = False,
 ) -> RunningPeer:
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     process = subprocess.Popen(
-        peer_command(runtime, port, slow_timeout),
+        peer_command(runtime, port, slow_timeout, grpc),
         cwd=str(NODE_DIR if runtime == "node" else REPO_ROOT),
         env=child_env,
         stdin=subprocess.DEVNULL,
@@ -168,6 +175,7 @@ def _start_once(
 
     deadline = time.monotonic() + ready_timeout
     seen: list[str] = []
+    grpc_target: str | None = None
     while True:
         remaining = deadline - time.monotonic()
         item: object = None
@@ -176,9 +184,11 @@ def _start_once(
                 item = lines.get(timeout=remaining)
         if isinstance(item, str):
             seen.append(item)
+            if item.startswith("GRPC "):
+                grpc_target = item.split(" ", 1)[1].strip()
             if item.startswith("READY "):
                 base_url = item.split(" ", 1)[1].strip().rstrip("/")
-                return RunningPeer(runtime, base_url, port, process, stderr, threads)
+                return RunningPeer(runtime, base_url, port, process, stderr, threads, grpc_target)
             continue
         # EOF (the peer exited) or the deadline passed
         why = "exited before READY" if item is _EOF else f"no READY within {ready_timeout:.0f} s"
@@ -198,8 +208,9 @@ def start_peer(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     slow_timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    grpc: bool = False,
 ) -> RunningPeer:
-    """Start ``runtime``'s peer and wait for its READY line.
+    """Start ``runtime``'s peer and wait for its READY line (``grpc``: see ``python_peer``).
 
     ``port=None`` picks a free port (bind to 0 first); if another process grabs it before the
     peer binds, a fresh port is tried (three attempts). ``slow_timeout`` bounds the wait of
@@ -214,7 +225,7 @@ def start_peer(
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
         try:
-            return _start_once(runtime, chosen, ready_timeout, slow_timeout, env)
+            return _start_once(runtime, chosen, ready_timeout, slow_timeout, env, grpc)
         except PeerStartError as exc:
             last = exc
             text = str(exc).lower()
@@ -232,10 +243,16 @@ def running_peer(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     slow_timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    grpc: bool = False,
 ) -> Iterator[RunningPeer]:
     """``start_peer`` as a context manager that always stops the peer."""
     peer = start_peer(
-        runtime, port=port, ready_timeout=ready_timeout, slow_timeout=slow_timeout, env=env
+        runtime,
+        port=port,
+        ready_timeout=ready_timeout,
+        slow_timeout=slow_timeout,
+        env=env,
+        grpc=grpc,
     )
     try:
         yield peer

@@ -1,0 +1,415 @@
+"""grpcio client interceptors: A2A over gRPC observed like A2A over HTTP.
+
+``A2AInstrumentor`` wraps ``grpc.insecure_channel``/``secure_channel`` and their ``grpc.aio``
+twins (as opentelemetry-instrumentation-grpc does): every channel made while instrumented gets
+one interceptor, first in line, knowing the channel's target (the agent's ``host:port``, which a
+card's gRPC interface URL names). A channel made before ``instrument()`` gets it through
+:func:`instrument_channel`. Only methods of the A2A service are observed; any other call pays
+one prefix test.
+
+The application's objects are never replaced by ours: a unary call and its outcome go back
+as grpc made them (observed through a done callback, or by awaiting the same call), a stream's
+messages pass through unchanged as the application reads them, and every exception it gets is
+the one grpc raised. grpc is optional: without it nothing here is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+from opentelemetry import context, trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from wrapt import ObjectProxy, wrap_function_wrapper
+
+from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation.grpc_exchange import GrpcExchange
+from otel_a2a.instrumentation.httpx_client import (
+    _late_setup_guarded,
+    _late_setup_off_the_loop,
+    _setup_due,
+)
+from otel_a2a.protocol import grpc as wire
+
+_PREFIXES_STR = wire.PREFIXES
+_PREFIXES_BYTES = tuple(p.encode("ascii") for p in wire.PREFIXES)
+_OK = grpc.StatusCode.OK
+_CANCELLED = grpc.StatusCode.CANCELLED
+
+
+def _a2a_method(method: object) -> bool:
+    if type(method) is bytes:  # grpc.aio hands the method over encoded
+        return method.startswith(_PREFIXES_BYTES)
+    return isinstance(method, str) and method.startswith(_PREFIXES_STR)
+
+
+def _current() -> runtime.Runtime | None:
+    rt = runtime.current()
+    return rt if rt is not None and is_instrumentation_enabled() else None
+
+
+def _open(
+    rt: runtime.Runtime, origin: str, details: Any, request: object, streaming: bool
+) -> GrpcExchange | None:
+    """The exchange of an A2A call, its implicit decisions judged; None for a call that is
+    not A2A after all or one made inside otel-a2a's own work (counted). Never raises."""
+    if not collection.enter():
+        collection.defer(functools.partial(rt.error, collection.REENTRANT))
+        return None
+    try:
+        method = details.method
+        if isinstance(method, bytes):
+            method = method.decode("ascii", "replace")
+        a2a = wire.classify_call(method, details.metadata)
+        if a2a is None:
+            return None
+        task_id, context_id = wire.request_ids(a2a.operation, request)
+        a2a = a2a._replace(task_id=task_id, context_id=context_id)
+        exchange = GrpcExchange(rt, a2a, origin, method, streaming)
+    except Exception as exc:
+        rt.error(exc)
+        return None
+    finally:
+        collection.leave()
+    _guarded(exchange, exchange.before_send)
+    return exchange
+
+
+def _guarded(exchange: GrpcExchange, work: Callable[..., None], *args: Any, **kw: Any) -> None:
+    """``work`` as otel-a2a's work in this thread; met inside that work (a finaliser), it
+    runs at the next drain."""
+    if not collection.enter():
+        collection.defer(functools.partial(work, *args, **kw))
+        return
+    try:
+        work(*args, **kw)
+    except Exception as exc:
+        exchange.rt.error(exc)
+    finally:
+        collection.leave()
+
+
+def _end_with(exchange: GrpcExchange, failure: BaseException) -> None:
+    """The call failed: its status from the ``grpc.RpcError`` (a ``grpc.Call`` too), else
+    ``CANCELLED`` for a cancellation, else no status (the failure's type)."""
+    code = details = trailing = None
+    if isinstance(failure, grpc.RpcError) and hasattr(failure, "code"):
+        try:
+            code, details = failure.code(), failure.details()
+            trailing = failure.trailing_metadata()
+        except Exception as exc:
+            exchange.rt.error(exc)
+    elif _is_cancellation(failure):
+        code = _CANCELLED
+    _guarded(exchange, exchange.finish, code, details, trailing, failure)
+
+
+def _is_cancellation(failure: BaseException) -> bool:
+    import asyncio
+    from concurrent.futures import CancelledError
+
+    return isinstance(failure, asyncio.CancelledError | CancelledError)
+
+
+# -- grpc.aio --------------------------------------------------------------------------------
+
+
+class AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    async def intercept_unary_unary(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        rt = _current() if _a2a_method(client_call_details.method) else None
+        if rt is None:
+            return await continuation(client_call_details, request)
+        if _setup_due(rt):
+            await _late_setup_off_the_loop(rt)
+        exchange = _open(rt, self.origin, client_call_details, request, False)
+        if exchange is None:
+            return await continuation(client_call_details, request)
+        token = context.attach(trace.set_span_in_context(exchange.span))
+        try:
+            call = await continuation(client_call_details, request)
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        finally:
+            context.detach(token)
+        try:
+            response = await call  # the same call the application awaits: done once
+        except grpc.aio.AioRpcError as exc:
+            _end_with(exchange, exc)
+            return call  # the application's await raises this very error
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        _guarded(exchange, exchange.on_message, response)
+        _guarded(exchange, exchange.finish, _OK)
+        return call
+
+
+class AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    async def intercept_unary_stream(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        rt = _current() if _a2a_method(client_call_details.method) else None
+        if rt is None:
+            return await continuation(client_call_details, request)
+        if _setup_due(rt):
+            await _late_setup_off_the_loop(rt)
+        exchange = _open(rt, self.origin, client_call_details, request, True)
+        if exchange is None:
+            return await continuation(client_call_details, request)
+        token = context.attach(trace.set_span_in_context(exchange.span))
+        try:
+            call = await continuation(client_call_details, request)
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        finally:
+            context.detach(token)
+        try:
+            call.add_done_callback(functools.partial(_aio_stream_done, exchange))
+        except Exception as exc:
+            rt.error(exc)
+        return _aio_messages(exchange, call)
+
+
+def _aio_stream_done(exchange: GrpcExchange, call: Any) -> None:
+    """A cancelled stream ends its span now: its reader may never come back."""
+    try:
+        if call.cancelled():
+            _guarded(exchange, exchange.finish, _CANCELLED)
+    except Exception as exc:
+        exchange.rt.error(exc)
+
+
+async def _aio_messages(exchange: GrpcExchange, call: Any) -> AsyncIterator[Any]:
+    """The stream's messages as the application reads them, each observed on its way."""
+    try:
+        async for message in call:
+            _guarded(exchange, exchange.on_message, message)
+            yield message
+    except GeneratorExit:  # the reader stopped (closed or collected): no status to read
+        _guarded(exchange, exchange.finish)
+        raise
+    except BaseException as exc:
+        _end_with(exchange, exc)
+        raise
+    _guarded(exchange, exchange.finish, _OK)
+
+
+def aio_interceptors(target: str) -> list[grpc.aio.ClientInterceptor]:
+    key = wire.channel_origin(target)
+    return [AioUnaryUnary(key), AioUnaryStream(key)]
+
+
+# -- grpc (sync) ------------------------------------------------------------------------------
+
+
+class SyncInterceptor(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+):
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def intercept_unary_unary(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        rt = _current() if _a2a_method(client_call_details.method) else None
+        if rt is None:
+            return continuation(client_call_details, request)
+        exchange = self._start(rt, client_call_details, request, False)
+        if exchange is None:
+            return continuation(client_call_details, request)
+        token = context.attach(trace.set_span_in_context(exchange.span))
+        try:
+            outcome = continuation(client_call_details, request)
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        finally:
+            context.detach(token)
+        try:
+            outcome.add_done_callback(functools.partial(_sync_unary_done, exchange))
+        except Exception as exc:
+            rt.error(exc)
+        return outcome
+
+    def intercept_unary_stream(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        rt = _current() if _a2a_method(client_call_details.method) else None
+        if rt is None:
+            return continuation(client_call_details, request)
+        exchange = self._start(rt, client_call_details, request, True)
+        if exchange is None:
+            return continuation(client_call_details, request)
+        token = context.attach(trace.set_span_in_context(exchange.span))
+        try:
+            call = continuation(client_call_details, request)
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        finally:
+            context.detach(token)
+        try:
+            call.add_done_callback(functools.partial(_sync_stream_done, exchange))
+        except Exception as exc:
+            rt.error(exc)
+        return SyncStream(call, exchange)
+
+    def _start(
+        self, rt: runtime.Runtime, details: Any, request: Any, streaming: bool
+    ) -> GrpcExchange | None:
+        if _setup_due(rt):
+            _late_setup_guarded(rt)
+        return _open(rt, self.origin, details, request, streaming)
+
+
+def _sync_unary_done(exchange: GrpcExchange, future: Any) -> None:
+    """The unary outcome, in the calling thread (blocking call) or grpc's (``future()``)."""
+    try:
+        if future.cancelled():
+            _guarded(exchange, exchange.finish, _CANCELLED)
+            return
+        failure = future.exception()
+        if failure is not None:
+            _end_with(exchange, failure)
+            return
+        _guarded(exchange, exchange.on_message, future.result())
+        _guarded(exchange, exchange.finish, _OK)
+    except Exception as exc:
+        exchange.rt.error(exc)
+        _guarded(exchange, exchange.finish)
+
+
+def _sync_stream_done(exchange: GrpcExchange, call: Any) -> None:
+    try:
+        if call.cancelled():
+            _guarded(exchange, exchange.finish, _CANCELLED)
+    except Exception as exc:
+        exchange.rt.error(exc)
+
+
+class SyncStream(ObjectProxy):  # type: ignore[type-arg]
+    """The call grpc returned (iterator, ``grpc.Call`` and ``grpc.Future`` in one), each
+    message observed as the application takes it; everything else is the call's own."""
+
+    def __init__(self, call: Any, exchange: GrpcExchange) -> None:
+        super().__init__(call)
+        self._self_exchange = exchange
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> Any:
+        exchange = self._self_exchange
+        try:
+            message = next(self.__wrapped__)
+        except StopIteration:
+            _guarded(exchange, exchange.finish, _OK)
+            raise
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        _guarded(exchange, exchange.on_message, message)
+        return message
+
+    def next(self) -> Any:
+        return self.__next__()
+
+    def __del__(self) -> None:  # dropped unread: its span ends at the next drain
+        try:  # noqa: SIM105 - a finaliser must not raise
+            collection.defer(self._self_exchange.finish)
+        except Exception:
+            pass
+
+
+# -- channels --------------------------------------------------------------------------------
+
+
+def instrument_channel(channel: Any, target: str) -> Any:
+    """A channel created before ``instrument()`` (or by a factory captured before it), with
+    otel-a2a's interceptors: a ``grpc.Channel`` comes back wrapped (use the returned one), a
+    ``grpc.aio.Channel`` is given them in place and returned. ``target`` is the address it
+    was created with (``host:port``)."""
+    if isinstance(channel, grpc.aio.Channel):
+        _put_first(channel, aio_interceptors(target))
+        return channel
+    return grpc.intercept_channel(channel, SyncInterceptor(wire.channel_origin(target)))
+
+
+def _put_first(channel: Any, interceptors: list[grpc.aio.ClientInterceptor]) -> None:
+    """Ours first in an aio channel's lists: the first interceptor is the outermost, so our
+    span is the parent of any other instrumentation's, whatever was instrumented first."""
+    for attr, kind in (
+        ("_unary_unary_interceptors", grpc.aio.UnaryUnaryClientInterceptor),
+        ("_unary_stream_interceptors", grpc.aio.UnaryStreamClientInterceptor),
+    ):
+        present = getattr(channel, attr, None)
+        if not isinstance(present, list):
+            raise TypeError("grpc.aio.Channel without interceptor lists")
+        ours = [i for i in present if isinstance(i, AioUnaryUnary | AioUnaryStream)]
+        ours = ours or [i for i in interceptors if isinstance(i, kind)]
+        present[:] = ours + [i for i in present if i not in ours]
+
+
+def _target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    target = args[0] if args else kwargs.get("target")
+    return target if isinstance(target, str) else ""
+
+
+def _sync_channel(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    channel = wrapped(*args, **kwargs)
+    try:
+        interceptor = SyncInterceptor(wire.channel_origin(_target(args, kwargs)))
+        return grpc.intercept_channel(channel, interceptor)
+    except Exception as exc:
+        _count(exc)
+        return channel
+
+
+def _aio_channel(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    channel = wrapped(*args, **kwargs)
+    try:
+        _put_first(channel, aio_interceptors(_target(args, kwargs)))
+    except Exception as exc:
+        _count(exc)
+    return channel
+
+
+def _count(exc: BaseException) -> None:
+    rt = runtime.current()
+    if rt is not None:
+        rt.error(exc)
+
+
+_CHANNEL_FACTORIES = ("insecure_channel", "secure_channel")
+
+
+def patch() -> None:
+    for name in _CHANNEL_FACTORIES:
+        wrap_function_wrapper(grpc, name, _sync_channel)
+        wrap_function_wrapper(grpc.aio, name, _aio_channel)
+
+
+def unpatch() -> None:
+    from opentelemetry.instrumentation.utils import unwrap
+
+    for name in _CHANNEL_FACTORIES:
+        unwrap(grpc, name)
+        unwrap(grpc.aio, name)
