@@ -16,6 +16,7 @@ the one grpc raised. grpc is optional: without it nothing here is imported.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ import grpc
 import grpc.aio
 from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-from wrapt import ObjectProxy, wrap_function_wrapper
+from wrapt import ObjectProxy, register_post_import_hook, wrap_function_wrapper
 
 from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.grpc_exchange import GrpcExchange
@@ -262,10 +263,14 @@ class SyncInterceptor(
             raise
         finally:
             context.detach(token)
-        try:
-            call.add_done_callback(functools.partial(_sync_stream_done, exchange))
-        except Exception as exc:
-            rt.error(exc)
+        # what an inner interceptor returns may be a bare iterator (opentelemetry-
+        # instrumentation-grpc's generator): then its end is seen by reading only
+        add_done_callback = getattr(call, "add_done_callback", None)
+        if add_done_callback is not None:
+            try:
+                add_done_callback(functools.partial(_sync_stream_done, exchange))
+            except Exception as exc:
+                rt.error(exc)
         return SyncStream(call, exchange)
 
     def _start(
@@ -314,6 +319,11 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
 
     def __next__(self) -> Any:
         exchange = self._self_exchange
+        # our span is current while the call is read: an inner instrumentation that starts its
+        # span at the first read (opentelemetry-instrumentation-grpc's stream) starts it under
+        # ours, and one that leaves its context attached between reads (the same, a generator
+        # inside a ``with``) cannot leave it behind once its stream ends
+        token = context.attach(trace.set_span_in_context(exchange.span))
         try:
             message = next(self.__wrapped__)
         except StopIteration:
@@ -322,6 +332,8 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
         except BaseException as exc:
             _end_with(exchange, exc)
             raise
+        finally:
+            context.detach(token)
         _guarded(exchange, exchange.on_message, message)
         return message
 
@@ -399,17 +411,58 @@ def _count(exc: BaseException) -> None:
 
 
 _CHANNEL_FACTORIES = ("insecure_channel", "secure_channel")
+# opentelemetry-instrumentation-grpc: its sync channel factory wraps what the factory it
+# patched returned, so when it was instrumented after otel-a2a its interceptor would run
+# before ours and our span would be its child. Its module's ``intercept_channel`` (the name
+# its wrapper calls) is wrapped to put its interceptor inside ours instead.
+_OTEL_GRPC = "opentelemetry.instrumentation.grpc"
+_patched = False
 
 
 def patch() -> None:
+    global _patched
     for name in _CHANNEL_FACTORIES:
         wrap_function_wrapper(grpc, name, _sync_channel)
         wrap_function_wrapper(grpc.aio, name, _aio_channel)
+    _patched = True
+    module = sys.modules.get(_OTEL_GRPC)
+    if module is not None:
+        _order_otel_grpc(module)
+    else:
+        register_post_import_hook(_order_otel_grpc, _OTEL_GRPC)
 
 
 def unpatch() -> None:
+    global _patched
     from opentelemetry.instrumentation.utils import unwrap
 
+    _patched = False
     for name in _CHANNEL_FACTORIES:
         unwrap(grpc, name)
         unwrap(grpc.aio, name)
+    module = sys.modules.get(_OTEL_GRPC)
+    if module is not None and hasattr(getattr(module, "intercept_channel", None), "__wrapped__"):
+        unwrap(module, "intercept_channel")
+
+
+def _order_otel_grpc(module: Any) -> None:
+    """Wrap the other instrumentation's ``intercept_channel`` (once, while instrumented)."""
+    try:
+        current = getattr(module, "intercept_channel", None)
+        if _patched and current is not None and not hasattr(current, "__wrapped__"):
+            wrap_function_wrapper(module, "intercept_channel", _inside_ours)
+    except Exception as exc:
+        _count(exc)
+
+
+def _inside_ours(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``intercept_channel(channel, *interceptors)`` of opentelemetry-instrumentation-grpc:
+    given a channel of ours, its interceptors go on the channel inside ours."""
+    channel = args[0] if args else None
+    ours = getattr(channel, "_interceptor", None)
+    inner = getattr(channel, "_channel", None)
+    if not isinstance(ours, SyncInterceptor) or inner is None:
+        return wrapped(*args, **kwargs)
+    return grpc.intercept_channel(wrapped(inner, *args[1:], **kwargs), ours)
