@@ -1,7 +1,9 @@
 """A plain a2a-sdk client: no otel_a2a import, no OpenTelemetry code.
 
 Fetches the card, sends ``echo hi``, reads the task back, then sends a follow-up to a task
-this process never observed (a liveness decision without an observation).
+this process never observed (a liveness decision without an observation). With ``--grpc`` it
+does the same over the card's gRPC interface (``grpc.aio.insecure_channel``, as the a2a-sdk
+documents it), the card still fetched over HTTP.
 """
 
 from __future__ import annotations
@@ -15,10 +17,19 @@ from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
 
-async def main(base: str) -> None:
+async def main(base: str, grpc: bool) -> None:
     async with httpx.AsyncClient() as http:
         card = await A2ACardResolver(http, base).get_agent_card()
-    client = await create_client(card, client_config=ClientConfig(streaming=False))
+    config = ClientConfig(streaming=False)
+    if grpc:
+        import grpc.aio
+
+        config = ClientConfig(
+            streaming=False,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+    client = await create_client(card, client_config=config)
     message = Message(
         message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="echo hi")]
     )
@@ -42,4 +53,4 @@ async def main(base: str) -> None:
     await client.close()
 
 
-asyncio.run(main(sys.argv[1]))
+asyncio.run(main(sys.argv[1], "--grpc" in sys.argv[2:]))
