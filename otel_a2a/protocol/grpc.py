@@ -61,6 +61,8 @@ def channel_origin(target: object) -> str:
     channels are made for ``host:port`` or a gRPC name (``dns:///host:port``). The registry
     routes the one to the other by this key."""
     text = target.strip() if isinstance(target, str) else ""
+    if text.startswith("dns://") and not text.startswith("dns:///"):
+        text = text[6:].partition("/")[2]  # dns://authority/host:port: the resolver's address
     for scheme in _TARGET_SCHEMES:
         if text.startswith(scheme):
             text = text[len(scheme) :]
@@ -68,8 +70,6 @@ def channel_origin(target: object) -> str:
     else:
         if "://" in text:
             text = text.split("://", 1)[1]
-    if text.startswith("/"):  # dns://authority/host:port
-        text = text.lstrip("/")
     return "grpc://" + text.split("/", 1)[0]
 
 

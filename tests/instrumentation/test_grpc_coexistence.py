@@ -218,3 +218,25 @@ def test_channel_made_before_instrument(otel_free: None) -> None:
 def otel_free() -> None:
     """No instrumentation left over from another test."""
     assert grpc.insecure_channel is ORIGINALS[(grpc, "insecure_channel")]
+
+
+def test_without_grpcio_nothing_is_patched_and_nothing_fails() -> None:
+    """grpc is optional: an interpreter where ``import grpc`` fails instruments httpx alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['grpc'] = None\n"
+        "import httpx\n"
+        "from otel_a2a.instrumentation import A2AInstrumentor\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "i = A2AInstrumentor(); i.instrument(tracer_provider=TracerProvider())\n"
+        "print(hasattr(httpx.Client.send, '__wrapped__'))\n"
+        "i.uninstrument(); print(hasattr(httpx.Client.send, '__wrapped__'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
+    assert done.stderr == ""
