@@ -149,8 +149,7 @@ class AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
         except BaseException as exc:
             _end_with(exchange, exc)
             raise
-        _guarded(exchange, exchange.on_message, response)
-        _guarded(exchange, exchange.finish, _OK)
+        _guarded(exchange, exchange.reply, response, _OK)
         return call
 
 
@@ -291,8 +290,7 @@ def _sync_unary_done(exchange: GrpcExchange, future: Any) -> None:
         if failure is not None:
             _end_with(exchange, failure)
             return
-        _guarded(exchange, exchange.on_message, future.result())
-        _guarded(exchange, exchange.finish, _OK)
+        _guarded(exchange, exchange.reply, future.result(), _OK)
     except Exception as exc:
         exchange.rt.error(exc)
         _guarded(exchange, exchange.finish)

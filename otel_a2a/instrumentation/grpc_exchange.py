@@ -32,16 +32,18 @@ _DECISION_OPS = frozenset(
         Operation.CREATE_PUSH_CONFIG,
     }
 )
-_SPAN_NAMES = {op: f"A2A {op.value}" for op in Operation}
+_SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
+_DECISION_VALUES = frozenset(op.value for op in _DECISION_OPS)
+_end_lock = threading.Lock()  # ending is taken once; held for a test-and-set only
 _MAX_STREAM_TASKS = 16  # as over HTTP: a stream is about one task, a few at most
 _OK = 0
 
 
 class GrpcExchange:
     __slots__ = (
+        "_attrs",
         "_ended",
         "_last_report",
-        "_lock",
         "_stream_tasks",
         "_swapped",
         "_terminal_seen",
@@ -58,20 +60,21 @@ class GrpcExchange:
         self.rt = rt
         self.a2a = a2a
         self.streaming = streaming
-        self._lock = threading.Lock()
         self._ended = False
+        self._attrs: dict[str, str | bool | int] = {}  # set on the span once, at its end
         self._stream_tasks: set[str] = set()
         self._last_report: TaskReport | None = None
         self._swapped: str | None = None
         self._terminal_seen = False
         self.peer = peer = rt.peer(origin + method, origin)
         op = a2a.operation
+        name = op._value_  # Enum ``.value`` is a slow property on CPython 3.11
         attrs: dict[str, str | bool] = {
             sc.RPC_SYSTEM: "a2a",
-            sc.RPC_METHOD: op.value,
-            sc.OPERATION: op.value,
+            sc.RPC_METHOD: name,
+            sc.OPERATION: name,
             sc.AGENT_URL: peer.key,
-            sc.BINDING: a2a.binding.value,
+            sc.BINDING: a2a.binding._value_,
         }
         if a2a.version is not None:
             attrs[sc.PROTOCOL_VERSION] = a2a.version
@@ -79,14 +82,14 @@ class GrpcExchange:
             attrs[sc.AGENT_NAME] = peer.name
         if a2a.task_id:
             attrs[sc.TASK_ID] = a2a.task_id
-            if op in _DECISION_OPS:
+            if name in _DECISION_VALUES:
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
         if peer.etag:
             attrs[sc.CARD_ETAG] = peer.etag
         self.span: Span = rt.tracer.start_span(
-            _SPAN_NAMES[op], kind=SpanKind.CLIENT, attributes=attrs
+            _SPAN_NAMES[name], kind=SpanKind.CLIENT, attributes=attrs
         )
         if streaming and a2a.task_id:
             self._stream_tasks.add(a2a.task_id)
@@ -100,8 +103,8 @@ class GrpcExchange:
         now = time.monotonic()
         if a2a.operation is _GET_TASK:
             self.rt.poll(self.peer, task_id, now)
-        elif a2a.operation in _DECISION_OPS:
-            self.rt.decide(self.span, task_id, self.peer, a2a.operation.value, now)
+        elif a2a.operation._value_ in _DECISION_VALUES:
+            self.rt.decide(self.span, task_id, self.peer, a2a.operation._value_, now)
 
     # -- messages ------------------------------------------------------------------------
 
@@ -118,11 +121,16 @@ class GrpcExchange:
         except Exception as exc:
             self.rt.error(exc)
 
+    def reply(self, message: object, code: Any) -> None:
+        """A unary call's reply and its ``OK`` status: the whole exchange, in one step."""
+        self.on_message(message)
+        self.finish(code)
+
     def _apply(self, facts: ResponseFacts, now: float) -> Iterable[str]:
         rt, span, a2a = self.rt, self.span, self.a2a
         recording = span.is_recording()
         streamed = self.streaming
-        operation = a2a.operation.value
+        operation = a2a.operation._value_
         for report in facts.reports:
             if streamed and len(self._stream_tasks) < _MAX_STREAM_TASKS:
                 self._stream_tasks.add(report.task_id)
@@ -139,7 +147,7 @@ class GrpcExchange:
                     sc.EVENT_TASK_STATUS,
                     {
                         sc.TASK_ID: report.task_id,
-                        sc.TASK_STATE: state.value,
+                        sc.TASK_STATE: state._value_,
                         sc.TASK_STATE_RAW: report.state.raw,
                     },
                 )
@@ -152,7 +160,7 @@ class GrpcExchange:
         if named is not None and last.task_id != named:
             if last.task_id != self._swapped:  # the agent answered another task: shown once
                 self._swapped = last.task_id
-                span.set_attribute(sc.AUTHORITATIVE, True)
+                self._attrs[sc.AUTHORITATIVE] = True
                 span.add_event(
                     sc.EVENT_TASK_SWAPPED,
                     {
@@ -163,18 +171,16 @@ class GrpcExchange:
                     },
                 )
             return [r.task_id for r in facts.reports]
-        attrs: dict[str, str | bool] = {
-            sc.TASK_STATE: last.state.state.value,
-            sc.TASK_STATE_RAW: last.state.raw,
-            sc.AUTHORITATIVE: True,
-        }
+        attrs = self._attrs
+        attrs[sc.TASK_STATE] = last.state.state._value_
+        attrs[sc.TASK_STATE_RAW] = last.state.raw
+        attrs[sc.AUTHORITATIVE] = True
         if named is None:
             attrs[sc.TASK_ID] = last.task_id
         if last.context_id and last.context_id != a2a.context_id:
             attrs[sc.CONTEXT_ID] = last.context_id
         if peer.etag and peer.etag != self.peer.etag:
             attrs[sc.CARD_ETAG] = peer.etag
-        span.set_attributes(attrs)
         return [r.task_id for r in facts.reports]
 
     # -- the end -------------------------------------------------------------------------
@@ -188,13 +194,15 @@ class GrpcExchange:
     ) -> None:
         """The call ended: ``code`` a ``grpc.StatusCode`` when a status is known, ``failure``
         what the application got instead of a reply or the next message. Idempotent."""
-        with self._lock:
+        with _end_lock:
             if self._ended:
                 return
             self._ended = True
         span = self.span
         try:
             self._status(code, details, trailing_metadata, failure)
+            if self._attrs and span.is_recording():
+                span.set_attributes(self._attrs)
             abnormal = self.streaming and self._stream_tasks and not self._terminal_seen
             if abnormal and span.is_recording():
                 last = self._last_report
@@ -220,20 +228,20 @@ class GrpcExchange:
     ) -> None:
         span = self.span
         number = _code_number(code)
-        if number is not None and span.is_recording():
-            span.set_attribute(sc.RPC_GRPC_STATUS_CODE, number)
+        if number is not None:
+            self._attrs[sc.RPC_GRPC_STATUS_CODE] = number
         if number == _OK or (number is None and failure is None):
             return
         if number is None:  # no status: the failure is all there is
             kind = type(failure).__qualname__
+            self._attrs[sc.ERROR_TYPE] = kind
             if span.is_recording():
-                span.set_attribute(sc.ERROR_TYPE, kind)
                 span.set_status(Status(StatusCode.ERROR, kind))
             return
         name = getattr(code, "name", str(number))
         error = wire.status_error(name, trailing_metadata, details)
+        self._attrs[sc.ERROR_TYPE] = error.reason or name
         if span.is_recording():
-            span.set_attribute(sc.ERROR_TYPE, error.reason or name)
             span.set_status(Status(StatusCode.ERROR, error.reason or name))
         task_id = self.a2a.task_id
         if error.task_not_found and task_id:
@@ -242,7 +250,7 @@ class GrpcExchange:
 
 def _code_number(code: Any) -> int | None:
     """The number of a ``grpc.StatusCode`` (its value is ``(number, name)``)."""
-    value = getattr(code, "value", None)
+    value = getattr(code, "_value_", None)
     if isinstance(value, tuple) and value and isinstance(value[0], int):
         return value[0]
     return None
