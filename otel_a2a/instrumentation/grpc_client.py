@@ -1,16 +1,18 @@
-"""grpcio client interceptors: A2A over gRPC observed like A2A over HTTP.
+"""grpcio clients: A2A over gRPC observed like A2A over HTTP.
 
 ``A2AInstrumentor`` wraps ``grpc.insecure_channel``/``secure_channel`` and their ``grpc.aio``
-twins (as opentelemetry-instrumentation-grpc does): every channel made while instrumented gets
-one interceptor, first in line, knowing the channel's target (the agent's ``host:port``, which a
-card's gRPC interface URL names). A channel made before ``instrument()`` gets it through
-:func:`instrument_channel`. Only methods of the A2A service are observed; any other call pays
-one prefix test.
+twins (as opentelemetry-instrumentation-grpc does): every channel made while instrumented is
+observed, knowing its target (the agent's ``host:port``, which a card's gRPC interface URL
+names). An aio channel takes two grpc.aio interceptors, first in its lists; a sync channel is
+wrapped (:class:`A2AChannel`: grpc's sync interceptor layer costs every call tens of µs). A
+channel made before ``instrument()`` is observed through :func:`instrument_channel`. Only
+methods of the A2A service are observed; any other call pays one prefix test.
 
-The application's objects are never replaced by ours: a unary call and its outcome go back
-as grpc made them (observed through a done callback, or by awaiting the same call), a stream's
-messages pass through unchanged as the application reads them, and every exception it gets is
-the one grpc raised. grpc is optional: without it nothing here is imported.
+The application's call objects are never replaced by ours: a unary call and its outcome go
+back as grpc made them (observed through a done callback, or by awaiting the same call), a
+sync stream is the call behind a transparent proxy, a stream's messages pass through
+unchanged as the application reads them, and every exception it gets is the one grpc raised.
+grpc is optional: without it nothing here is imported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import grpc.aio
@@ -215,69 +217,167 @@ def aio_interceptors(target: str) -> list[grpc.aio.ClientInterceptor]:
 # -- grpc (sync) ------------------------------------------------------------------------------
 
 
-class SyncInterceptor(
-    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
-):
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
+class _Details(NamedTuple):
+    """What ``_open`` reads of a call, as a ``grpc.ClientCallDetails`` holds it."""
 
-    def intercept_unary_unary(
-        self, continuation: Any, client_call_details: Any, request: Any
-    ) -> Any:
-        rt = _current() if _a2a_method(client_call_details.method) else None
+    method: str
+    metadata: Any
+
+
+def _metadata(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The ``metadata`` argument of a multi-callable's ``(request, timeout, metadata, ...)``."""
+    return kwargs["metadata"] if "metadata" in kwargs else (args[2] if len(args) > 2 else None)
+
+
+class _Callable:
+    """A multi-callable of an A2A method on a sync channel: the channel's own one, called as
+    the application calls it, its call observed around it."""
+
+    __slots__ = ("_inner", "_method", "_origin")
+
+    def __init__(self, inner: Any, method: str, origin: str) -> None:
+        self._inner = inner
+        self._method = method
+        self._origin = origin
+
+    def _start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> GrpcExchange | None:
+        rt = _current()
         if rt is None:
-            return continuation(client_call_details, request)
-        exchange = self._start(rt, client_call_details, request, False)
+            return None
+        if _setup_due(rt):
+            _late_setup_guarded(rt)
+        details = _Details(self._method, _metadata(args, kwargs))
+        return _open(
+            rt,
+            self._origin,
+            details,
+            args[0] if args else kwargs.get("request"),
+            type(self) is _StreamCallable,
+        )
+
+
+class _UnaryCallable(_Callable):
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        exchange = self._start(args, kwargs)
         if exchange is None:
-            return continuation(client_call_details, request)
+            return self._inner(*args, **kwargs)
         token = context.attach(trace.set_span_in_context(exchange.span))
         try:
-            outcome = continuation(client_call_details, request)
+            response = self._inner(*args, **kwargs)
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        finally:
+            context.detach(token)
+        _guarded(exchange, exchange.reply, response, _OK)
+        return response
+
+    def with_call(self, *args: Any, **kwargs: Any) -> Any:
+        exchange = self._start(args, kwargs)
+        if exchange is None:
+            return self._inner.with_call(*args, **kwargs)
+        token = context.attach(trace.set_span_in_context(exchange.span))
+        try:
+            response, call = self._inner.with_call(*args, **kwargs)
+        except BaseException as exc:
+            _end_with(exchange, exc)
+            raise
+        finally:
+            context.detach(token)
+        _guarded(exchange, exchange.reply, response, _OK)
+        return response, call
+
+    def future(self, *args: Any, **kwargs: Any) -> Any:
+        exchange = self._start(args, kwargs)
+        if exchange is None:
+            return self._inner.future(*args, **kwargs)
+        token = context.attach(trace.set_span_in_context(exchange.span))
+        try:
+            future = self._inner.future(*args, **kwargs)
         except BaseException as exc:
             _end_with(exchange, exc)
             raise
         finally:
             context.detach(token)
         try:
-            outcome.add_done_callback(functools.partial(_sync_unary_done, exchange))
+            future.add_done_callback(functools.partial(_sync_unary_done, exchange))
         except Exception as exc:
-            rt.error(exc)
-        return outcome
+            exchange.rt.error(exc)
+        return future
 
-    def intercept_unary_stream(
-        self, continuation: Any, client_call_details: Any, request: Any
-    ) -> Any:
-        rt = _current() if _a2a_method(client_call_details.method) else None
-        if rt is None:
-            return continuation(client_call_details, request)
-        exchange = self._start(rt, client_call_details, request, True)
+    def __getattr__(self, name: str) -> Any:  # anything else a multi-callable has
+        return getattr(self._inner, name)
+
+
+class _StreamCallable(_Callable):
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        exchange = self._start(args, kwargs)
         if exchange is None:
-            return continuation(client_call_details, request)
+            return self._inner(*args, **kwargs)
         token = context.attach(trace.set_span_in_context(exchange.span))
         try:
-            call = continuation(client_call_details, request)
+            call = self._inner(*args, **kwargs)
         except BaseException as exc:
             _end_with(exchange, exc)
             raise
         finally:
             context.detach(token)
-        # what an inner interceptor returns may be a bare iterator (opentelemetry-
+        # what an inner instrumentation returns may be a bare iterator (opentelemetry-
         # instrumentation-grpc's generator): then its end is seen by reading only
         add_done_callback = getattr(call, "add_done_callback", None)
         if add_done_callback is not None:
             try:
                 add_done_callback(functools.partial(_sync_stream_done, exchange))
             except Exception as exc:
-                rt.error(exc)
+                exchange.rt.error(exc)
         return SyncStream(call, exchange)
 
-    def _start(
-        self, rt: runtime.Runtime, details: Any, request: Any, streaming: bool
-    ) -> GrpcExchange | None:
-        if _setup_due(rt):
-            _late_setup_guarded(rt)
-        return _open(rt, self.origin, details, request, streaming)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class A2AChannel(grpc.Channel):  # type: ignore[misc]
+    """A sync channel whose A2A methods are observed. Not an interceptor: grpc's interceptor
+    layer costs every call of the channel tens of µs; here a method that is not A2A gets the
+    channel's own multi-callable (one prefix test when the stub is made, nothing per call)
+    and an A2A one a thin wrapper of it."""
+
+    def __init__(self, channel: Any, origin: str) -> None:
+        self._channel = channel
+        self._origin = origin
+
+    def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        inner = self._channel.unary_unary(method, *args, **kwargs)
+        return _UnaryCallable(inner, method, self._origin) if _a2a_method(method) else inner
+
+    def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        inner = self._channel.unary_stream(method, *args, **kwargs)
+        return _StreamCallable(inner, method, self._origin) if _a2a_method(method) else inner
+
+    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._channel.stream_unary(method, *args, **kwargs)
+
+    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._channel.stream_stream(method, *args, **kwargs)
+
+    def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
+        self._channel.subscribe(callback, try_to_connect=try_to_connect)
+
+    def unsubscribe(self, callback: Any) -> None:
+        self._channel.unsubscribe(callback)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> A2AChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._channel.close()
 
 
 def _sync_unary_done(exchange: GrpcExchange, future: Any) -> None:
@@ -356,7 +456,7 @@ def instrument_channel(channel: Any, target: str) -> Any:
     if isinstance(channel, grpc.aio.Channel):
         _put_first(channel, aio_interceptors(target))
         return channel
-    return grpc.intercept_channel(channel, SyncInterceptor(wire.channel_origin(target)))
+    return A2AChannel(channel, wire.channel_origin(target))
 
 
 def _put_first(channel: Any, interceptors: list[grpc.aio.ClientInterceptor]) -> None:
@@ -384,8 +484,7 @@ def _sync_channel(
 ) -> Any:
     channel = wrapped(*args, **kwargs)
     try:
-        interceptor = SyncInterceptor(wire.channel_origin(_target(args, kwargs)))
-        return grpc.intercept_channel(channel, interceptor)
+        return A2AChannel(channel, wire.channel_origin(_target(args, kwargs)))
     except Exception as exc:
         _count(exc)
         return channel
@@ -459,8 +558,6 @@ def _inside_ours(
     """``intercept_channel(channel, *interceptors)`` of opentelemetry-instrumentation-grpc:
     given a channel of ours, its interceptors go on the channel inside ours."""
     channel = args[0] if args else None
-    ours = getattr(channel, "_interceptor", None)
-    inner = getattr(channel, "_channel", None)
-    if not isinstance(ours, SyncInterceptor) or inner is None:
+    if not isinstance(channel, A2AChannel):
         return wrapped(*args, **kwargs)
-    return grpc.intercept_channel(wrapped(inner, *args[1:], **kwargs), ours)
+    return A2AChannel(wrapped(channel._channel, *args[1:], **kwargs), channel._origin)
