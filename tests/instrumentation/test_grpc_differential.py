@@ -218,3 +218,64 @@ def test_task_lost_from_the_status_details(otel: Harness) -> None:
     assert (second.attributes or {})["error.type"] == "TASK_NOT_FOUND"
     assert otel.total("a2a.divergence", a2a__divergence__reason="task_lost") == 1
     assert otel.total("a2a.instrumentation.errors") == 0
+
+
+def _span_ends(otel: Harness, name: str, deadline: float = 10.0) -> list[Any]:
+    """Poll (with a deadline) until a span named ``name`` has ended."""
+    import time
+
+    from otel_a2a.instrumentation import collection
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        collection.drain()  # what finalisers deferred
+        spans = otel.spans(name)
+        if spans:
+            return spans
+        time.sleep(0.01)
+    return []
+
+
+def test_a_dropped_stream_ends_its_span(otel: Harness) -> None:
+    """The application reads one message of a stream and drops the call (sync, then aio)."""
+    import gc
+
+    with grpc_fake_agent.serve() as target:
+        with grpc.insecure_channel(target) as channel:
+            stream = channel.unary_stream(
+                STREAM,
+                request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+                response_deserializer=a2a_pb2.StreamResponse.FromString,
+            )
+            call = stream(_request("hold dropped-sync"), metadata=V1, timeout=10.0)
+            next(call)
+            del call
+            gc.collect()
+            [sync_span] = _span_ends(otel, "A2A SendStreamingMessage")
+
+        async def aio() -> None:
+            async with grpc.aio.insecure_channel(target) as channel:
+                stream = channel.unary_stream(
+                    STREAM,
+                    request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+                    response_deserializer=a2a_pb2.StreamResponse.FromString,
+                )
+                call = stream(_request("hold dropped-aio"), metadata=V1, timeout=10.0)
+                await call.read()
+                del call
+                gc.collect()
+                for _ in range(100):  # let the loop run the cancellation's callbacks
+                    if len(otel.spans("A2A SendStreamingMessage")) == 2:
+                        break
+                    await asyncio.sleep(0.01)
+
+        asyncio.run(aio())
+    spans = _span_ends(otel, "A2A SendStreamingMessage")
+    assert len(spans) == 2
+    for span in spans:  # submitted only: the stream ended before any terminal state
+        assert [e.name for e in span.events] == ["a2a.stream.abnormal_end"]
+    # ended by the cancellation grpc makes of a dropped call (CANCELLED), or by the drop
+    # itself when that comes first (no status: the application never got one)
+    assert {_attr(s, "rpc.grpc.status_code") for s in spans} <= {None, 1}
+    assert sync_span in spans
+    assert otel.total("a2a.instrumentation.errors") == 0
