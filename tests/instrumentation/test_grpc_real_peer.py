@@ -376,3 +376,36 @@ def test_sync_channel_unary_and_stream(otel: Harness, grpc_peer: RunningPeer) ->
     assert [attrs(s) for s in gets[:2]] == [task_attrs(agent, V1, "GetTask", task, "completed")] * 2
     assert attrs(gets[2])["error.type"] == "TASK_NOT_FOUND"
     assert otel.total("a2a.instrumentation.errors") == 0
+
+
+def test_push_config_creation_is_a_decision(otel: Harness, grpc_peer: RunningPeer) -> None:
+    """CreateTaskPushNotificationConfig on a task seen live: judged before it leaves (the
+    peer declines push notifications: the host gets the SDK's error, the span its status)."""
+    from a2a.types import TaskPushNotificationConfig
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, grpc_peer.base_url)
+        client, _ = await clients(card, V1)
+        waiting = await only_task(client.send_message(message("input push")))
+        config = TaskPushNotificationConfig(task_id=waiting.id, url="http://127.0.0.1:9/hook")
+        try:
+            await client.create_task_push_notification_config(config)
+            error = None
+        except Exception as exc:
+            error = type(exc).__name__
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    assert seen["error"] is not None  # the peer's card says push_notifications=False
+    span = otel.span("A2A CreateTaskPushNotificationConfig")
+    span_attrs = attrs(span)
+    assert span_attrs["a2a.liveness.decision"] is True
+    assert span_attrs["a2a.task.id"] == seen["waiting"].id
+    assert span_attrs["a2a.binding"] == "GRPC"
+    assert span_attrs["rpc.grpc.status_code"] != 0 and "error.type" in span_attrs
+    assert otel.points("a2a.liveness.decisions") == [
+        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    ]
+    assert otel.total("a2a.divergence") == 0
