@@ -209,11 +209,6 @@ async def _aio_messages(exchange: GrpcExchange, call: Any) -> AsyncIterator[Any]
     _guarded(exchange, exchange.finish, _OK)
 
 
-def aio_interceptors(target: str) -> list[grpc.aio.ClientInterceptor]:
-    key = wire.channel_origin(target)
-    return [AioUnaryUnary(key), AioUnaryStream(key)]
-
-
 # -- grpc (sync) ------------------------------------------------------------------------------
 
 
@@ -450,28 +445,46 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
 
 def instrument_channel(channel: Any, target: str) -> Any:
     """A channel created before ``instrument()`` (or by a factory captured before it), with
-    otel-a2a's interceptors: a ``grpc.Channel`` comes back wrapped (use the returned one), a
-    ``grpc.aio.Channel`` is given them in place and returned. ``target`` is the address it
-    was created with (``host:port``)."""
+    otel-a2a's observation: a ``grpc.Channel`` comes back wrapped (use the returned one), a
+    ``grpc.aio.Channel`` is marked in place and returned. ``target`` is the address it was
+    created with (``host:port``)."""
     if isinstance(channel, grpc.aio.Channel):
-        _put_first(channel, aio_interceptors(target))
+        _mark(channel, target)
         return channel
     return A2AChannel(channel, wire.channel_origin(target))
 
 
-def _put_first(channel: Any, interceptors: list[grpc.aio.ClientInterceptor]) -> None:
-    """Ours first in an aio channel's lists: the first interceptor is the outermost, so our
-    span is the parent of any other instrumentation's, whatever was instrumented first."""
-    for attr, kind in (
-        ("_unary_unary_interceptors", grpc.aio.UnaryUnaryClientInterceptor),
-        ("_unary_stream_interceptors", grpc.aio.UnaryStreamClientInterceptor),
-    ):
-        present = getattr(channel, attr, None)
-        if not isinstance(present, list):
-            raise TypeError("grpc.aio.Channel without interceptor lists")
-        ours = [i for i in present if isinstance(i, AioUnaryUnary | AioUnaryStream)]
-        ours = ours or [i for i in interceptors if isinstance(i, kind)]
-        present[:] = ours + [i for i in present if i not in ours]
+# An aio channel is marked with its interceptors (an attribute of its own); the aio
+# ``Channel.unary_unary``/``unary_stream`` are wrapped while instrumented to put them first on
+# the multi-callables of A2A methods of a marked channel only. Other methods keep the
+# channel's own interceptor list: with none, grpc.aio calls them without its interceptor
+# machinery, which would otherwise cost every call of the channel.
+_MARK = "_otel_a2a_interceptors"
+
+
+def _mark(channel: Any, target: str) -> None:
+    origin = wire.channel_origin(target)
+    setattr(channel, _MARK, (AioUnaryUnary(origin), AioUnaryStream(origin)))
+
+
+def _aio_multicallable(index: int) -> Callable[..., Any]:
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        callable_ = wrapped(*args, **kwargs)
+        ours = getattr(instance, _MARK, None)
+        method = args[0] if args else kwargs.get("method")
+        if ours is None or not _a2a_method(method):
+            return callable_
+        try:
+            # first: the outermost interceptor, so our span is the parent of any other
+            # instrumentation's (opentelemetry-instrumentation-grpc's) whatever came first
+            callable_._interceptors = [ours[index], *(callable_._interceptors or ())]
+        except Exception as exc:
+            _count(exc)
+        return callable_
+
+    return wrapper
 
 
 def _target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -495,7 +508,7 @@ def _aio_channel(
 ) -> Any:
     channel = wrapped(*args, **kwargs)
     try:
-        _put_first(channel, aio_interceptors(_target(args, kwargs)))
+        _mark(channel, _target(args, kwargs))
     except Exception as exc:
         _count(exc)
     return channel
@@ -508,6 +521,17 @@ def _count(exc: BaseException) -> None:
 
 
 _CHANNEL_FACTORIES = ("insecure_channel", "secure_channel")
+_MULTICALLABLES = ("unary_unary", "unary_stream")  # in the order of a mark's interceptors
+
+
+def _aio_channel_type() -> type:
+    """grpc.aio's channel class (``grpc.aio.Channel`` is its abstract base)."""
+    from grpc.aio._channel import Channel
+
+    channel_type: type = Channel
+    return channel_type
+
+
 # opentelemetry-instrumentation-grpc: its sync channel factory wraps what the factory it
 # patched returned, so when it was instrumented after otel-a2a its interceptor would run
 # before ours and our span would be its child. Its module's ``intercept_channel`` (the name
@@ -521,6 +545,8 @@ def patch() -> None:
     for name in _CHANNEL_FACTORIES:
         wrap_function_wrapper(grpc, name, _sync_channel)
         wrap_function_wrapper(grpc.aio, name, _aio_channel)
+    for index, name in enumerate(_MULTICALLABLES):
+        wrap_function_wrapper(_aio_channel_type(), name, _aio_multicallable(index))
     _patched = True
     module = sys.modules.get(_OTEL_GRPC)
     if module is not None:
@@ -537,6 +563,8 @@ def unpatch() -> None:
     for name in _CHANNEL_FACTORIES:
         unwrap(grpc, name)
         unwrap(grpc.aio, name)
+    for name in _MULTICALLABLES:
+        unwrap(_aio_channel_type(), name)
     module = sys.modules.get(_OTEL_GRPC)
     if module is not None and hasattr(getattr(module, "intercept_channel", None), "__wrapped__"):
         unwrap(module, "intercept_channel")

@@ -40,6 +40,7 @@ from tests.support.peers import RunningPeer, running_peer
 GRPC_SCOPE = "opentelemetry.instrumentation.grpc"
 SDK_SCOPE = "a2a-python-sdk"
 METADATA = (("a2a-version", "1.0"),)
+GET = "/lf.a2a.v1.A2AService/GetTask"
 ORIGINALS = {
     (module, name): getattr(module, name)
     for module in (grpc, grpc.aio)
@@ -240,3 +241,25 @@ def test_without_grpcio_nothing_is_patched_and_nothing_fails() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False"]
     assert done.stderr == ""
+
+
+def test_other_services_calls_are_left_to_grpc(otel: Harness) -> None:
+    """A method outside the A2A service gets the channel's own multi-callable: no wrapper,
+    no interceptor of ours (grpc.aio then calls it without its interceptor machinery)."""
+    health = "/grpc.health.v1.Health/Check"
+    with grpc_fake_agent.serve() as target:
+        with grpc.insecure_channel(target) as channel:
+            assert type(channel.unary_unary(health)).__module__ == "grpc._channel"
+            assert (
+                type(channel.unary_unary(GET)).__module__ == "otel_a2a.instrumentation.grpc_client"
+            )
+
+        async def aio() -> None:
+            async with grpc.aio.insecure_channel(target) as channel:
+                assert not channel.unary_unary(health)._interceptors
+                assert not channel.unary_stream(health)._interceptors
+                [ours] = channel.unary_unary(GET)._interceptors
+                assert type(ours).__name__ == "AioUnaryUnary"
+
+        asyncio.run(aio())
+    assert otel.spans() == []
