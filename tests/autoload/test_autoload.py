@@ -8,13 +8,12 @@ import socket
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.peers import RunningPeer, running_peer
+from tests.support.peers import RunningPeer
 
 SCRIPT = Path(__file__).with_name("plain_client.py")
 BIN = Path(sys.executable).parent
@@ -79,12 +78,6 @@ def test_enabled_variable_alone_instruments_a_plain_a2a_client(python_peer: str)
     assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
     assert _metric_sum(docs, "a2a.liveness.decisions", **{"a2a.decision.outcome": "divergent"}) == 1
     assert "Error" not in done.stderr, done.stderr
-
-
-@pytest.fixture(scope="module")
-def grpc_peer() -> Iterator[RunningPeer]:
-    with running_peer("python", grpc=True) as peer:
-        yield peer
 
 
 def test_enabled_variable_alone_instruments_a_plain_grpc_client(grpc_peer: RunningPeer) -> None:

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -35,7 +34,7 @@ from tests.instrumentation.test_coexistence import _providers
 from tests.instrumentation.test_grpc_real_peer import V1, clients
 from tests.instrumentation.test_real_peers import canonical, message, only_task, run
 from tests.support import grpc_fake_agent
-from tests.support.peers import RunningPeer, running_peer
+from tests.support.peers import RunningPeer
 
 GRPC_SCOPE = "opentelemetry.instrumentation.grpc"
 SDK_SCOPE = "a2a-python-sdk"
@@ -133,12 +132,6 @@ def test_grpc_instrumentation_span_is_our_child(
         assert (span.attributes or {})["rpc.grpc.status_code"] == 0
     assert otel.points("a2a.instrumentation.errors") == []
     assert {(m, n): getattr(m, n) for m, n in ORIGINALS} == ORIGINALS
-
-
-@pytest.fixture(scope="module")
-def grpc_peer() -> Iterator[RunningPeer]:
-    with running_peer("python", grpc=True) as peer:
-        yield peer
 
 
 def test_a2a_sdk_tracing_coexists(

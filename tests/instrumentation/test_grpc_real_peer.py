@@ -13,7 +13,6 @@ under its etag. No sleeps: every wait is on what the peer sends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -50,20 +49,13 @@ from tests.instrumentation.test_real_peers import (
     tracked,
     wire,
 )
-from tests.support.peers import RunningPeer, running_peer
+from tests.support.peers import RunningPeer
 
 MODES = [
     pytest.param(Mode("GRPC", "1.0"), id="grpc-1.0"),
     pytest.param(Mode("GRPC", "0.3"), id="grpc-0.3"),
 ]
 V1 = Mode("GRPC", "1.0")
-
-
-@pytest.fixture(scope="module")
-def grpc_peer() -> Iterator[RunningPeer]:
-    with running_peer("python", grpc=True) as peer:
-        assert peer.grpc_target is not None
-        yield peer
 
 
 @pytest.fixture(params=MODES)
