@@ -3,10 +3,11 @@
 ``A2AInstrumentor`` wraps ``grpc.insecure_channel``/``secure_channel`` and their ``grpc.aio``
 twins (as opentelemetry-instrumentation-grpc does): every channel made while instrumented is
 observed, knowing its target (the agent's ``host:port``, which a card's gRPC interface URL
-names). An aio channel takes two grpc.aio interceptors, first in its lists; a sync channel is
-wrapped (:class:`A2AChannel`: grpc's sync interceptor layer costs every call tens of µs). A
-channel made before ``instrument()`` is observed through :func:`instrument_channel`. Only
-methods of the A2A service are observed; any other call pays one prefix test.
+names). The A2A methods of an aio channel take two grpc.aio interceptors, first in line; a
+sync channel is wrapped (:class:`A2AChannel`: grpc's sync interceptor layer costs every call
+tens of µs). A channel made before ``instrument()`` is observed through
+:func:`instrument_channel`. Only methods of the A2A service are observed; any other method
+pays one prefix test when its multi-callable is made, and nothing per call.
 
 The application's call objects are never replaced by ours: a unary call and its outcome go
 back as grpc made them (observed through a done callback, or by awaiting the same call), a
@@ -17,9 +18,11 @@ grpc is optional: without it nothing here is imported.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sys
 from collections.abc import AsyncIterator, Callable
+from concurrent import futures
 from typing import Any, NamedTuple
 
 import grpc
@@ -111,10 +114,7 @@ def _end_with(exchange: GrpcExchange, failure: BaseException) -> None:
 
 
 def _is_cancellation(failure: BaseException) -> bool:
-    import asyncio
-    from concurrent.futures import CancelledError
-
-    return isinstance(failure, asyncio.CancelledError | CancelledError)
+    return isinstance(failure, asyncio.CancelledError | futures.CancelledError)
 
 
 # -- grpc.aio --------------------------------------------------------------------------------
