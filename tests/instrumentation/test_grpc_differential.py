@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import pytest
 from a2a.types import a2a_pb2
 
 from tests.instrumentation.conftest import Harness, divergences, make_harness
@@ -279,3 +280,52 @@ def test_a_dropped_stream_ends_its_span(otel: Harness) -> None:
     assert {_attr(s, "rpc.grpc.status_code") for s in spans} <= {None, 1}
     assert sync_span in spans
     assert otel.total("a2a.instrumentation.errors") == 0
+
+
+class _Boom(RuntimeError):
+    """An internal failure planted in otel-a2a."""
+
+
+def test_internal_failures_are_counted_never_raised(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Observation, then recognition, fail inside otel-a2a: the host's calls (sync and aio,
+    unary and stream) get their replies all the same, and each failure is counted."""
+    from otel_a2a.instrumentation import grpc_exchange
+    from otel_a2a.protocol import grpc as wire_module
+
+    def boom(*args: object, **kwargs: object) -> Any:
+        raise _Boom("planted")
+
+    async def aio(target: str) -> tuple[Any, list[Any]]:
+        async with grpc.aio.insecure_channel(target) as channel:
+            get = channel.unary_unary(
+                GET,
+                request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
+                response_deserializer=a2a_pb2.Task.FromString,
+            )
+            stream = channel.unary_stream(
+                STREAM,
+                request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+                response_deserializer=a2a_pb2.StreamResponse.FromString,
+            )
+            reply = await get(a2a_pb2.GetTaskRequest(id="ok"), metadata=V1)
+            messages = [m async for m in stream(_request("ok boom-aio"), metadata=V1)]
+            return reply, messages
+
+    with grpc_fake_agent.serve() as target:
+        monkeypatch.setattr(grpc_exchange.wire, "response_facts", boom)
+        sync = _sync_matrix(target, grpc_fake_agent.closed_target())
+        reply, messages = asyncio.run(aio(target))
+        assert reply.id == "ok" and len(messages) == 3
+        assert len(sync["stream/ok"]["messages"]) == 3 and "reply" in sync["unary/ok"]
+        observed = otel.total("a2a.instrumentation.errors", error__type="_Boom")
+        assert observed > 0
+        assert all(s.end_time is not None for s in otel.spans())  # every span ended
+
+        monkeypatch.setattr(wire_module, "classify_call", boom)
+        otel.exporter.clear()
+        reply, messages = asyncio.run(aio(target))
+        assert reply.id == "ok" and len(messages) == 3
+        assert otel.spans() == []  # not recognised: unobserved, counted
+        assert otel.total("a2a.instrumentation.errors", error__type="_Boom") == observed + 2

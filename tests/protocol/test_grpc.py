@@ -8,6 +8,8 @@ from a2a.types import a2a_pb2 as v1
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_a2a.protocol import Operation, TaskState
 from otel_a2a.protocol import grpc as wire
@@ -135,3 +137,9 @@ def test_status_error_never_raises_on_garbage(garbage: bytes) -> None:
 )
 def test_channel_origin(target: str, origin: str) -> None:
     assert wire.channel_origin(target) == origin
+
+
+@given(st.binary(max_size=256), st.sampled_from(["NOT_FOUND", "INTERNAL"]))
+def test_status_error_never_raises(data: bytes, code: str) -> None:
+    error = wire.status_error(code, (("grpc-status-details-bin", data),), data.hex())
+    assert error.reason is not None and len(error.reason) <= 64
