@@ -10,7 +10,7 @@ In code::
 
     from otel_a2a import A2AInstrumentor, liveness_decision
 
-    A2AInstrumentor().instrument()          # every httpx.Client / AsyncClient, a2a-sdk included
+    A2AInstrumentor().instrument()          # every httpx client; grpcio channels made from now
 
     async def follow_up(client, task_id):
         async with liveness_decision(task_id):   # judged before the block runs
@@ -20,7 +20,8 @@ In code::
 
 What it does
 ------------
-Each A2A operation sent through httpx gets a ``CLIENT`` span named ``A2A {operation}`` that
+Each A2A operation sent through httpx or a grpcio channel (``instrument_grpc_channel`` for a
+channel made before ``instrument()``) gets a ``CLIENT`` span named ``A2A {operation}`` that
 lives until the response body or stream is consumed or closed. Response bytes are observed as
 the application reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed
 incrementally). Task states read from ``GetTask``, ``SendMessage``, ``CancelTask``,
@@ -74,7 +75,8 @@ _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by i
 
 
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
+    """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send``, and the grpcio
+    channel factories when grpcio is installed, for A2A traffic."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
