@@ -329,3 +329,26 @@ def test_internal_failures_are_counted_never_raised(
         assert reply.id == "ok" and len(messages) == 3
         assert otel.spans() == []  # not recognised: unobserved, counted
         assert otel.total("a2a.instrumentation.errors", error__type="_Boom") == observed + 2
+
+
+def test_a_peer_streaming_endless_task_ids_costs_bounded_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """2,000 tasks on one stream: the ledger keeps its bound, the span its event limit."""
+    monkeypatch.setenv("OTEL_A2A_MAX_TRACKED_TASKS", "100")
+    otel, instrumentor = make_harness()
+    try:
+        with grpc_fake_agent.serve() as target, grpc.insecure_channel(target) as channel:
+            stream = channel.unary_stream(
+                STREAM,
+                request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+                response_deserializer=a2a_pb2.StreamResponse.FromString,
+            )
+            assert len(list(stream(_request("flood"), metadata=V1, timeout=30.0))) == 2001
+        [span] = otel.spans("A2A SendStreamingMessage")
+        assert len(span.events) <= 128  # the SDK's span event limit
+        assert sum(v for _, v in otel.points("a2a.tasks.tracked")) == 100
+        assert otel.total("a2a.tasks.evicted") == 1901
+        assert otel.total("a2a.instrumentation.errors") == 0
+    finally:
+        instrumentor.uninstrument()

@@ -11,7 +11,8 @@ for (``GetTask``) or the first word of the message text (``SendStreamingMessage`
 - ``lost``: a working Task the first time, ``not_found`` afterwards (the agent forgot it);
 - ``hang``: waits until the agent stops (the client's deadline passes first);
 - ``abort``: the stream sends the task and ``working``, then aborts with ``INTERNAL``;
-- ``hold``: the stream sends the task, then waits until the client cancels or the agent stops.
+- ``hold``: the stream sends the task, then waits until the client cancels or the agent stops;
+- ``flood``: the stream sends the task, then 2,000 ``working`` updates, each of another task.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class FakeAgent:
             cancelled = threading.Event()
             context.add_callback(cancelled.set)  # the RPC ended: cancelled, or the server stops
             cancelled.wait(30)
+            return
+        if case == "flood":
+            for i in range(2000):
+                yield _update(f"{task_id}-{i}", STATE.TASK_STATE_WORKING)
             return
         yield _update(task_id, STATE.TASK_STATE_WORKING)
         if case == "abort":
