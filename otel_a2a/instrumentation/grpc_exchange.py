@@ -21,9 +21,11 @@ from otel_a2a import semconv as sc
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import A2ARequest, Operation, ResponseFacts, StateClass, TaskReport
 from otel_a2a.protocol import grpc as wire
+from otel_a2a.protocol.card import extended_card
 
 _ACTIVE = StateClass.ACTIVE
 _GET_TASK = Operation.GET_TASK
+_EXTENDED_CARD = Operation.GET_EXTENDED_AGENT_CARD
 _DECISION_OPS = frozenset(
     {
         Operation.SEND_MESSAGE,
@@ -61,7 +63,7 @@ class GrpcExchange:
         self.a2a = a2a
         self.streaming = streaming
         self._ended = False
-        self._attrs: dict[str, str | bool | int] = {}  # set on the span once, at its end
+        self._attrs: dict[str, str | bool | int | float] = {}  # set on the span once, at its end
         self._stream_tasks: set[str] = set()
         self._last_report: TaskReport | None = None
         self._swapped: str | None = None
@@ -86,7 +88,7 @@ class GrpcExchange:
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
-        if peer.etag:
+        if peer.etag and op is not _EXTENDED_CARD:  # a card span carries its own
             attrs[sc.CARD_ETAG] = peer.etag
         self.span: Span = rt.tracer.start_span(
             _SPAN_NAMES[name], kind=SpanKind.CLIENT, attributes=attrs
@@ -113,6 +115,9 @@ class GrpcExchange:
         if self._ended:
             return
         try:
+            if self.a2a.operation is _EXTENDED_CARD:
+                self._card(message)
+                return
             now = time.monotonic()
             facts = wire.response_facts(self.a2a.operation, message, self.a2a.version)
             reported = self._apply(facts, now) if facts.reports else ()
@@ -125,6 +130,26 @@ class GrpcExchange:
         """A unary call's reply and its ``OK`` status: the whole exchange, in one step."""
         self.on_message(message)
         self.finish(code)
+
+    def _card(self, message: Any) -> None:
+        """An extended card: its own etag and fields on the span only, as over HTTP (it never
+        moves the etag in force). Read in its ProtoJSON form, the HTTP bindings' body, so both
+        give it the same etag; a card is fetched rarely, unlike a task."""
+        from google.protobuf.json_format import MessageToDict
+
+        card = extended_card(MessageToDict(message))
+        if card is None:
+            return
+        attrs = self._attrs
+        if card.name:
+            attrs[sc.AGENT_NAME] = card.name
+        if card.version:
+            attrs[sc.CARD_VERSION] = card.version
+        if card.streaming is not None:
+            attrs[sc.CARD_STREAMING] = card.streaming
+        attrs[sc.CARD_ETAG] = card.etag
+        if card.heartbeat is not None:
+            attrs[sc.CARD_HEARTBEAT] = card.heartbeat
 
     def _apply(self, facts: ResponseFacts, now: float) -> Iterable[str]:
         rt, span, a2a = self.rt, self.span, self.a2a

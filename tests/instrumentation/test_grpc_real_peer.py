@@ -401,3 +401,45 @@ def test_push_config_creation_is_a_decision(otel: Harness, grpc_peer: RunningPee
         ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("a2a.divergence") == 0
+
+
+def test_extended_card_over_grpc(otel: Harness, grpc_peer: RunningPeer) -> None:
+    """GetExtendedAgentCard: the card's own etag (JCS of its ProtoJSON form, as over HTTP) and
+    fields on its span; the etag in force stays the well-known card's."""
+    from a2a.types import GetExtendedAgentCardRequest
+    from google.protobuf.json_format import MessageToDict
+
+    from otel_a2a.protocol import extended_card_etag
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, grpc_peer.base_url)
+        client, _ = await clients(card, V1)
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        done = await only_task(client.send_message(message("echo after")))
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    extended = seen["extended"]
+    assert extended.version == "1.0.0-extended"
+    span = otel.span("A2A GetExtendedAgentCard")
+    expected_etag = extended_card_etag(MessageToDict(extended))
+    assert expected_etag is not None and expected_etag != agent.etag
+    assert attrs(span) == {
+        "rpc.system": "a2a",
+        "rpc.method": "GetExtendedAgentCard",
+        "a2a.operation": "GetExtendedAgentCard",
+        "a2a.protocol.version": "1.0",
+        "a2a.binding": "GRPC",
+        "a2a.agent.url": agent.base,
+        "a2a.agent.name": agent.name,
+        "a2a.card.etag": expected_etag,
+        "a2a.card.version": "1.0.0-extended",
+        "a2a.card.streaming": True,
+        "a2a.card.heartbeat_interval": HEARTBEAT,
+        "rpc.grpc.status_code": 0,
+    }
+    send = otel.span("A2A SendMessage")
+    assert attrs(send)["a2a.card.etag"] == agent.etag  # the etag in force did not move
+    assert otel.total("a2a.card.etag.changes") == 0

@@ -10,7 +10,8 @@ listens it prints ``READY <base_url>`` on stdout and serves, on 127.0.0.1 only:
 - with ``--grpc``: a gRPC server on another port of 127.0.0.1 serving the v1.0 service
   (``GrpcHandler``) and the v0.3 one (``CompatGrpcHandler``) side by side, announced by a
   ``GRPC <host:port>`` line before ``READY`` and declared in the card as two ``GRPC``
-  interfaces (``1.0`` and ``0.3``) at that ``host:port``.
+  interfaces (``1.0`` and ``0.3``) at that ``host:port``; the card then also offers an
+  extended card (version ``1.0.0-extended``, one more skill).
 
 The executor's behaviour depends on the first word of the message text:
 
@@ -214,7 +215,11 @@ def build_card(base_url: str, grpc_target: str | None = None) -> AgentCard:
             ),
         ],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extensions=[extension]
+            streaming=True,
+            push_notifications=False,
+            extensions=[extension],
+            # served over gRPC only (``--grpc``): the other tests' card stays as it was
+            extended_agent_card=grpc_target is not None,
         ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
@@ -231,10 +236,17 @@ def build_card(base_url: str, grpc_target: str | None = None) -> AgentCard:
 
 def build_handler(card: AgentCard, slow_timeout: float) -> DefaultRequestHandler:
     waiters = SlowWaiters()
+    extended = None
+    if card.capabilities.extended_agent_card:  # the card with one more skill
+        extended = AgentCard()
+        extended.CopyFrom(card)
+        extended.version = "1.0.0-extended"
+        extended.skills.add(id="extended", name="Extended", description="for callers known")
     return DefaultRequestHandler(
         agent_executor=BehaviourExecutor(waiters, slow_timeout),
         task_store=InMemoryTaskStore(),
         agent_card=card,
+        extended_agent_card=extended,
         request_context_builder=FollowUpAwareContextBuilder(waiters),
     )
 
