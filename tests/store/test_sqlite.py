@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from otel_a2a.protocol.states import TaskState
+from otel_a2a.detect import Detector
+from otel_a2a.detect.verdict import DivergenceReason as R
+from otel_a2a.protocol.model import Binding, Operation, TaskReport
+from otel_a2a.protocol.states import TaskState, read_state
 from otel_a2a.store.sqlite import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -26,7 +29,7 @@ from otel_a2a.store.sqlite import (
     SqliteLedger,
     clock_id,
 )
-from tests.detect.helpers import make_obs
+from tests.detect.helpers import make_card, make_obs
 
 REPO = Path(__file__).resolve().parents[2]
 WRITERS = 4
@@ -264,3 +267,37 @@ def test_concurrent_processes_keep_the_bound_and_the_count(tmp_path: Path) -> No
     assert entered == WRITERS * 500 and entered - evicted == len(left)
     ledger = SqliteLedger(path, 50)
     assert sum(ledger.counts_by_class().values()) == 50 == len(ledger.snapshot())
+
+
+# -- detectors of several processes on one file -------------------------------------------------
+
+CARD_URL = "http://worker:9001/.well-known/agent-card.json"
+AGENT = "http://worker:9001"
+
+
+def detector_on(path: Path, etag: str) -> Detector:
+    det = Detector(max_tasks=10, default_heartbeat=30.0, ledger=SqliteLedger(path, 10))
+    det.on_card(CARD_URL, make_card(etag))
+    return det
+
+
+def test_each_process_judges_the_shared_observation_against_its_own_card(tmp_path: Path) -> None:
+    """Observations are shared, cards are not: the etag an observation was made under travels
+    with it, and each detector compares it with the card it fetched itself."""
+    path = tmp_path / "ledger.db"
+    poller, same, redeployed = (detector_on(path, e) for e in ('"v1"', '"v1"', '"v2"'))
+    reading = TaskReport(
+        "t", "ctx", read_state("TASK_STATE_WORKING", "1.0", Binding.JSONRPC), "task"
+    )
+    assert poller.on_reports(poller.agent(AGENT), [reading], Operation.GET_TASK, 10.0) == []
+    assert same.decide("t", same.agent(AGENT), 20.0).ok
+    assert same.decide("t", same.agent(AGENT), 45.0).reason is R.HEARTBEAT_GAP
+    assert redeployed.decide("t", redeployed.agent(AGENT), 20.0).reason is R.ETAG_CHANGED
+    done = TaskReport(
+        "t", "ctx", read_state("TASK_STATE_COMPLETED", "1.0", Binding.JSONRPC), "task"
+    )
+    same.on_reports(same.agent(AGENT), [done], Operation.GET_TASK, 21.0)
+    assert poller.decide("t", poller.agent(AGENT), 22.0).reason is R.TERMINAL_STATE
+    # working again after the end (no timestamp: judged by arrival), whoever reads it
+    late = redeployed.on_reports(redeployed.agent(AGENT), [reading], Operation.GET_TASK, 23.0)
+    assert [v.reason for v in late] == [R.TERMINAL_REGRESSION]
