@@ -11,12 +11,15 @@ Why it is built this way:
 
 * standard library only (``sqlite3``): WAL journal, so readers never wait for the writer; a
   write takes the lock up front (``BEGIN IMMEDIATE``) and waits at most ``busy_timeout``
-  (:data:`BUSY_TIMEOUT`) for another process's write, then fails. A failed operation is
+  (:data:`BUSY_TIMEOUT`) for another process's write, then fails. It never syncs to disk
+  (``synchronous = OFF``: the fsyncs of checkpoints took up to 130 ms inside the host's call),
+  which a process crash survives; what an OS crash may lose belonged to a boot that is over
+  (see ``at`` below). A failed operation is
   reported to ``on_error`` (the runtime counts it in ``a2a.instrumentation.errors``) and
   answers as if the task were unknown: nothing reaches the host, and no call waits longer.
 * one connection per thread and per process, as ``sqlite3`` requires (``check_same_thread``);
   a connection inherited across ``fork`` is left alone, never used or closed in the child
-  (SQLite forbids both), and the child opens its own.
+  (SQLite forbids both), and the child opens its own. A thread's connection closes with it.
 * LRU order is the row id: every observation or stream frame gives its row ``max + 1``, so the
   oldest rows of each class (``terminal`` column, indexed) are the eviction order. The row
   count lives in ``meta`` (``count(*)`` is a scan); it changes only when a task enters or
@@ -228,13 +231,6 @@ class SqliteLedger:
             conn.execute("CREATE TEMP TABLE heartbeats (agent TEXT PRIMARY KEY, h REAL)")
             local.conn, local.pid = conn, pid
         return conn
-
-    def close(self) -> None:
-        """Close this thread's connection (others close when their thread ends)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            self._local.conn = None
-            conn.close()
 
     def _failed(self, exc: BaseException, conn: sqlite3.Connection | None = None) -> None:
         if conn is not None:
