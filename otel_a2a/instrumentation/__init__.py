@@ -10,7 +10,7 @@ In code::
 
     from otel_a2a import A2AInstrumentor, liveness_decision
 
-    A2AInstrumentor().instrument()          # every httpx.Client / AsyncClient, a2a-sdk included
+    A2AInstrumentor().instrument()          # every httpx (and httpx2) Client / AsyncClient
 
     async def follow_up(client, task_id):
         async with liveness_decision(task_id):   # judged before the block runs
@@ -20,7 +20,8 @@ In code::
 
 What it does
 ------------
-Each A2A operation sent through httpx gets a ``CLIENT`` span named ``A2A {operation}`` that
+Each A2A operation sent through httpx (or httpx2, Pydantic's continuation of httpx, when it is
+installed) gets a ``CLIENT`` span named ``A2A {operation}`` that
 lives until the response body or stream is consumed or closed. Response bytes are observed as
 the application reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed
 incrementally). Task states read from ``GetTask``, ``SendMessage``, ``CancelTask``,
@@ -38,20 +39,21 @@ fall back to the default.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import threading
 from collections.abc import Collection
 from typing import Any
 
 import httpx
 from opentelemetry import trace
+from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
 
 from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.httpx_client import async_send, send
+from otel_a2a.instrumentation.httpx_client import HTTPX, Library
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
@@ -59,16 +61,46 @@ from otel_a2a.instrumentation.providers import (
     shut_down_after_the_application,
 )
 from otel_a2a.instrumentation.runtime import Runtime
-from otel_a2a.package import _instruments
+from otel_a2a.package import _instruments, _instruments_httpx2
 
 __all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
 
-
+_log = logging.getLogger("otel_a2a")
 _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
+_wrapped: list[Library] = []  # what instrument() wrapped, for uninstrument(); under the lock
+
+
+def _libraries() -> list[Library]:
+    """httpx, and httpx2 when it is installed (otherwise nothing of it is imported). After
+    ``httpx2.alias_httpx()`` ``import httpx`` gives httpx2: one library, wrapped once."""
+    found = [HTTPX]
+    if importlib.util.find_spec("httpx2") is None:
+        return found
+    conflict = get_dependency_conflicts(_instruments_httpx2)
+    if conflict is not None:
+        _log.warning(
+            "otel-a2a: %s is installed, %s is supported: requests sent with httpx2 get no span",
+            conflict.found or "httpx2",
+            conflict.required,
+        )
+        return found
+    try:
+        from otel_a2a.instrumentation.httpx2_client import HTTPX2
+    except Exception as exc:  # a broken httpx2 install must not cost httpx's instrumentation
+        _log.warning(
+            "otel-a2a: httpx2 could not be imported (%s: %s): requests sent with it get no span",
+            type(exc).__name__,
+            exc,
+        )
+        return found
+    if HTTPX2.module is not httpx:
+        found.append(HTTPX2)
+    return found
 
 
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
+    """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
+    installed, for A2A traffic. Only httpx is a dependency (``instrumentation_dependencies``)."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
@@ -109,11 +141,12 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             rt.setup_pending = "attach"
         runtime.install(rt)
         finish_before_exit()  # and again when the processor is attached to a provider
-        wrap_function_wrapper(httpx.Client, "send", send)
-        wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
+        for library in _libraries():
+            library.wrap()
+            _wrapped.append(library)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        unwrap(httpx.Client, "send")
-        unwrap(httpx.AsyncClient, "send")
+        while _wrapped:
+            _wrapped.pop().unwrap()
         collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)
