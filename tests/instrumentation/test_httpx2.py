@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -78,49 +78,63 @@ def _scenario(base: str) -> Scenario:
     _task((yield _rpc(base, "SendMessage", _message("echo here", elsewhere))))
 
 
+def _drive(
+    scenario: Scenario,
+    send: Callable[[Step], Awaitable[Reply]],
+    close: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Each step of ``scenario`` sent by ``send``, which also checks ``elapsed``: httpx2 reads
+    it from the stream the tee stands in for. ``close``: the async client's, at the end."""
+
+    async def drive() -> None:
+        step = next(scenario)
+        try:
+            while True:
+                with suppress_instrumentation() if step.hidden else contextlib.nullcontext():
+                    reply = await send(step)
+                try:
+                    step = scenario.send(reply)
+                except StopIteration:
+                    return
+        finally:
+            if close is not None:
+                await close()
+
+    asyncio.run(asyncio.wait_for(drive(), 3 * TIMEOUT))
+
+
 def _read_sync(lib: ModuleType, scenario: Scenario) -> None:
     with lib.Client(timeout=TIMEOUT) as client:
-        step = next(scenario)
-        while True:
-            hide = suppress_instrumentation() if step.hidden else contextlib.nullcontext()
-            with hide:
-                request = client.build_request(
-                    step.method, step.url, json=step.body, headers=step.headers
-                )
-                response = client.send(request, stream=step.stream)
-                try:
-                    body = b"".join(response.iter_bytes())
-                finally:
-                    response.close()
-            assert isinstance(response.elapsed, datetime.timedelta)  # read from the stream
+
+        async def send(step: Step) -> Reply:  # blocking: the sync client, as a sync app has it
+            request = client.build_request(
+                step.method, step.url, json=step.body, headers=step.headers
+            )
+            response = client.send(request, stream=step.stream)
             try:
-                step = scenario.send((response.status_code, body))
-            except StopIteration:
-                return
+                body = b"".join(response.iter_bytes())
+            finally:
+                response.close()
+            assert isinstance(response.elapsed, datetime.timedelta)
+            return response.status_code, body
+
+        _drive(scenario, send)
 
 
 def _read_async(lib: ModuleType, scenario: Scenario) -> None:
-    async def read() -> None:
-        async with lib.AsyncClient(timeout=TIMEOUT) as client:
-            step = next(scenario)
-            while True:
-                hide = suppress_instrumentation() if step.hidden else contextlib.nullcontext()
-                with hide:
-                    request = client.build_request(
-                        step.method, step.url, json=step.body, headers=step.headers
-                    )
-                    response = await client.send(request, stream=step.stream)
-                    try:
-                        body = b"".join([c async for c in response.aiter_bytes()])
-                    finally:
-                        await response.aclose()
-                assert isinstance(response.elapsed, datetime.timedelta)
-                try:
-                    step = scenario.send((response.status_code, body))
-                except StopIteration:
-                    return
+    client = lib.AsyncClient(timeout=TIMEOUT)
 
-    asyncio.run(asyncio.wait_for(read(), 3 * TIMEOUT))
+    async def send(step: Step) -> Reply:
+        request = client.build_request(step.method, step.url, json=step.body, headers=step.headers)
+        response = await client.send(request, stream=step.stream)
+        try:
+            body = b"".join([chunk async for chunk in response.aiter_bytes()])
+        finally:
+            await response.aclose()
+        assert isinstance(response.elapsed, datetime.timedelta)
+        return response.status_code, body
+
+    _drive(scenario, send, client.aclose)
 
 
 _IDS = ("a2a.task.id", "a2a.context.id", "a2a.task.id.requested")

@@ -6,7 +6,8 @@ is whatever the SDKs put on it, and every expected value is either a contract co
 (``otel_a2a.semconv``) or read from what the application itself received (the card's ``ETag``
 header, the task the SDK client decoded). No sleeps: every wait is on an event the peer sends.
 
-The a2a-sdk client is handed an ``AsyncClient`` of httpx or of httpx2 (``http_lib``): it uses
+The a2a-sdk client is handed an ``AsyncClient`` of httpx or of httpx2 (``http_lib``, see
+``conftest``): it uses
 the client's API only, which httpx2 shares, and otel-a2a must see the same through either.
 
 The a2a-sdk client picks the v1.0 interface whenever the card offers one; v0.3 JSON-RPC is
@@ -18,7 +19,6 @@ declare one), which is what a client pinned to 0.3 sees. v0.3 JSON-RPC has no ``
 from __future__ import annotations
 
 import asyncio
-import importlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
@@ -84,12 +84,6 @@ def peer(request: pytest.FixtureRequest) -> str:
     """Base URL of the session's Python or Node peer (Node fails loudly under CI=true)."""
     base: str = request.getfixturevalue(f"{request.param}_peer")
     return base
-
-
-@pytest.fixture(params=["httpx", "httpx2"])
-def http_lib(request: pytest.FixtureRequest) -> ModuleType:
-    """The library of the ``AsyncClient`` the application hands the a2a-sdk client."""
-    return importlib.import_module(request.param)
 
 
 @pytest.fixture(params=MODES)
