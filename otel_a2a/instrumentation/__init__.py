@@ -39,21 +39,16 @@ fall back to the default.
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 import threading
 from collections.abc import Collection
 from typing import Any
 
-import httpx
 from opentelemetry import trace
-from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation import collection, libraries, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.httpx_client import HTTPX, Library
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
@@ -61,46 +56,17 @@ from otel_a2a.instrumentation.providers import (
     shut_down_after_the_application,
 )
 from otel_a2a.instrumentation.runtime import Runtime
-from otel_a2a.package import _instruments, _instruments_httpx2
+from otel_a2a.package import _instruments
 
 __all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
 
-_log = logging.getLogger("otel_a2a")
 _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
-_wrapped: list[Library] = []  # what instrument() wrapped, for uninstrument(); under the lock
-
-
-def _libraries() -> list[Library]:
-    """httpx, and httpx2 when it is installed (otherwise nothing of it is imported). After
-    ``httpx2.alias_httpx()`` ``import httpx`` gives httpx2: one library, wrapped once."""
-    found = [HTTPX]
-    if importlib.util.find_spec("httpx2") is None:
-        return found
-    conflict = get_dependency_conflicts(_instruments_httpx2)
-    if conflict is not None:
-        _log.warning(
-            "otel-a2a: %s is installed, %s is supported: requests sent with httpx2 get no span",
-            conflict.found or "httpx2",
-            conflict.required,
-        )
-        return found
-    try:
-        from otel_a2a.instrumentation.httpx2_client import HTTPX2
-    except Exception as exc:  # a broken httpx2 install must not cost httpx's instrumentation
-        _log.warning(
-            "otel-a2a: httpx2 could not be imported (%s: %s): requests sent with it get no span",
-            type(exc).__name__,
-            exc,
-        )
-        return found
-    if HTTPX2.module is not httpx:
-        found.append(HTTPX2)
-    return found
 
 
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
-    installed, for A2A traffic. Only httpx is a dependency (``instrumentation_dependencies``)."""
+    installed, for A2A traffic, each once imported (``libraries``). Only httpx is a dependency
+    (``instrumentation_dependencies``)."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
@@ -141,12 +107,9 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             rt.setup_pending = "attach"
         runtime.install(rt)
         finish_before_exit()  # and again when the processor is attached to a provider
-        for library in _libraries():
-            library.wrap()
-            _wrapped.append(library)
+        libraries.attach()  # httpx and httpx2, each when imported
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        while _wrapped:
-            _wrapped.pop().unwrap()
+        libraries.detach()
         collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)

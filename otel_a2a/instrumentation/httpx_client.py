@@ -1,12 +1,12 @@
 """Wrappers of ``Client.send`` and ``AsyncClient.send`` of the httpx API.
 
 One code path serves each :class:`Library` of that API: httpx, and httpx2 (Pydantic's
-continuation of httpx, the same API under its own module name and classes) when it is installed
-(``httpx2_client``). Wrapping ``send`` (not the transport) covers every client,
-``MockTransport`` included, and puts our span above the HTTP span of
-``opentelemetry-instrumentation-httpx`` whichever was instrumented first. The response stream
-is replaced by a tee that shows each chunk to the :class:`Exchange` as the application reads
-it; nothing is read on the application's behalf.
+continuation of httpx, the same API under its own module name and classes) when it is
+installed (``libraries`` says which are wrapped, and when). Wrapping ``send`` (not the
+transport) covers every client, ``MockTransport`` included, and puts our span above the HTTP
+span of ``opentelemetry-instrumentation-httpx`` whichever was instrumented first. The response
+stream is replaced by a tee that shows each chunk to the :class:`Exchange` as the application
+reads it; nothing is read on the application's behalf.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from opentelemetry import context, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from wrapt import wrap_function_wrapper
@@ -29,6 +28,7 @@ from otel_a2a.instrumentation.providers import attach_processor, configure_from_
 from otel_a2a.protocol import A2ARequest, classify_request
 
 if TYPE_CHECKING:
+    import httpx
     import httpx2
 
     Request = httpx.Request | httpx2.Request
@@ -194,8 +194,8 @@ def _abandon(exchange: Exchange) -> None:
 
 
 class TeeStream:
-    """The tee of a synchronous response stream; each library subclasses it with its own
-    ``SyncByteStream``, which its responses demand."""
+    """The tee of a synchronous response stream; :func:`library` subclasses it with the
+    library's own ``SyncByteStream``, which its responses demand."""
 
     def __init__(self, inner: SyncStream, exchange: Exchange) -> None:
         self._inner = inner
@@ -390,12 +390,14 @@ async def async_send(
     return response
 
 
-class _HttpxTee(TeeStream, httpx.SyncByteStream):
-    pass
+def library(module: ModuleType) -> Library:
+    """``module`` (httpx or httpx2) as the wrappers meet it, with tees of its own stream
+    classes. Built when the module is wrapped: nothing here imports either library."""
 
+    class Tee(TeeStream, module.SyncByteStream):  # type: ignore[name-defined,misc]
+        pass
 
-class _HttpxAsyncTee(AsyncTeeStream, httpx.AsyncByteStream):
-    pass
+    class AsyncTee(AsyncTeeStream, module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        pass
 
-
-HTTPX = Library(httpx, _HttpxTee, _HttpxAsyncTee)
+    return Library(module, Tee, AsyncTee)

@@ -1,16 +1,18 @@
 """httpx2 (Pydantic's continuation of httpx) against the real a2a-sdk peer: the same A2A calls
 sent with httpx2's ``Client`` or ``AsyncClient`` give the spans, attributes, events and metrics
 that httpx gives, and the application reads what it reads uninstrumented (``elapsed`` too).
-What is installed decides what is wrapped: httpx2 absent (blocked from import), outside the
-supported range, or aliased to ``httpx`` (``httpx2.alias_httpx()``)."""
+What is installed and imported decides what is wrapped, and when: httpx2 absent (blocked from
+import), outside the supported range, imported after ``instrument()``, or aliased to ``httpx``
+(``httpx2.alias_httpx()``, which must run before anything imports httpx: so otel-a2a's start-up
+hook must not)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import datetime
-import importlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -25,6 +27,8 @@ import httpx2
 import pytest
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
+from otel_a2a.instrumentation import libraries
+from otel_a2a.instrumentation.httpx_client import library
 from tests.instrumentation.conftest import V1, Harness, make_harness
 
 TIMEOUT = 10.0
@@ -234,9 +238,7 @@ def test_an_unsupported_httpx2_is_left_alone(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Outside the supported range: httpx only, and one warning saying so."""
-    import otel_a2a.instrumentation as inst
-
-    monkeypatch.setattr(inst, "_instruments_httpx2", ("httpx2 >= 999",))
+    monkeypatch.setattr(libraries, "_instruments_httpx2", ("httpx2 >= 999",))
     original = _original(httpx2.Client)
     _, instrumentor = make_harness()
     try:
@@ -248,11 +250,12 @@ def test_an_unsupported_httpx2_is_left_alone(
     assert f"httpx2 {httpx2.__version__} is installed" in warning and ">= 999" in warning
 
 
-def _python(script: str) -> dict[str, Any]:
-    """``script`` in a fresh interpreter (no ``OTEL_*`` variable); its last stdout line."""
+def _python(script: str, **env: str) -> dict[str, Any]:
+    """``script`` in a fresh interpreter (no ``OTEL_*`` variable but ``env``); its last stdout
+    line, a JSON document."""
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
-        env={k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")},
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | env,
         capture_output=True,
         text=True,
         timeout=60,
@@ -264,18 +267,18 @@ def _python(script: str) -> dict[str, Any]:
 
 
 def test_without_httpx2_only_httpx_is_wrapped() -> None:
-    """httpx2 blocked from import, as if not installed: instrument() wraps httpx, imports
-    nothing of httpx2 (nor its attachment) and says nothing."""
+    """httpx2 blocked from import, as if not installed: instrument() wraps httpx, waits for
+    no import of httpx2 and says nothing."""
     seen = _python(
         """
         import json, sys
         sys.modules["httpx2"] = None  # ``import httpx2`` raises ModuleNotFoundError
         import httpx
-        from otel_a2a.instrumentation import A2AInstrumentor
+        from otel_a2a.instrumentation import A2AInstrumentor, libraries
 
         A2AInstrumentor().instrument()
         wrapped = [hasattr(c.send, "__wrapped__") for c in (httpx.Client, httpx.AsyncClient)]
-        attached = "otel_a2a.instrumentation.httpx2_client" in sys.modules
+        attached = [w.module.__name__ for w in libraries._wrapped] + sorted(libraries._hooked)
         A2AInstrumentor().uninstrument()
         restored = not hasattr(httpx.Client.send, "__wrapped__")
         print(json.dumps({"wrapped": wrapped, "attached": attached, "restored": restored,
@@ -283,7 +286,7 @@ def test_without_httpx2_only_httpx_is_wrapped() -> None:
         """
     )
     assert seen["wrapped"] == [True, True] and seen["restored"] is True
-    assert seen["attached"] is False and seen["blocked"] is True
+    assert seen["attached"] == ["httpx"] and seen["blocked"] is True
     assert "otel-a2a" not in seen["stderr"]
 
 
@@ -324,9 +327,66 @@ def test_httpx2_aliased_as_httpx_is_wrapped_once() -> None:
     assert seen["spans"] == ["A2A GetTask"] and seen["restored"] is True
 
 
-def test_the_attachment_is_httpx2s() -> None:
+def test_each_library_is_wrapped_once_it_is_imported() -> None:
+    """instrument() imports neither library; each is wrapped when the application imports it,
+    not after uninstrument(), and at the next instrument() since it is imported by then."""
+    seen = _python(
+        """
+        import json, sys
+        from otel_a2a.instrumentation import A2AInstrumentor
+
+        def wrapped(module):
+            return [hasattr(c.send, "__wrapped__") for c in (module.Client, module.AsyncClient)]
+
+        A2AInstrumentor().instrument()
+        imported = [name in sys.modules for name in ("httpx", "httpx2")]
+        import httpx
+        on_import = wrapped(httpx)
+        A2AInstrumentor().uninstrument()
+        import httpx2
+        after_uninstrument = wrapped(httpx2) + wrapped(httpx)
+        A2AInstrumentor().instrument()
+        again = wrapped(httpx2) + wrapped(httpx)
+        A2AInstrumentor().uninstrument()
+        print(json.dumps({"imported": imported, "on_import": on_import, "again": again,
+                          "after_uninstrument": after_uninstrument,
+                          "restored": wrapped(httpx2) + wrapped(httpx)}))
+        """
+    )
+    assert seen["imported"] == [False, False]
+    assert seen["on_import"] == [True, True]
+    assert seen["after_uninstrument"] == [False] * 4
+    assert seen["again"] == [True] * 4
+    assert seen["restored"] == [False] * 4
+
+
+def test_alias_httpx_still_works_under_otel_a2a_enabled() -> None:
+    """The start-up hook instruments before the application runs: had it imported httpx,
+    httpx2 would refuse the alias (``RuntimeError``) and the application would not start."""
+    seen = _python(
+        """
+        import json
+        import httpx2
+
+        httpx2.alias_httpx()
+        import httpx
+
+        send, layers = httpx.AsyncClient.send, 0
+        while hasattr(send, "__wrapped__"):
+            send, layers = send.__wrapped__, layers + 1
+        print(json.dumps({"same": httpx is httpx2, "layers": layers}))
+        """,
+        OTEL_A2A_ENABLED="true",
+        OTEL_TRACES_EXPORTER="none",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+    )
+    assert seen == {"same": True, "layers": 1, "stderr": ""}
+
+
+def test_the_tees_are_httpx2s() -> None:
     """The tees an httpx2 response gets are httpx2 streams (it refuses others)."""
-    attachment = importlib.import_module("otel_a2a.instrumentation.httpx2_client").HTTPX2
+    attachment = library(httpx2)
     assert attachment.module is httpx2
     assert issubclass(attachment.tee, httpx2.SyncByteStream)
     assert issubclass(attachment.async_tee, httpx2.AsyncByteStream)
