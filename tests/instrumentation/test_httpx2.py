@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -390,3 +391,15 @@ def test_the_tees_are_httpx2s() -> None:
     assert attachment.module is httpx2
     assert issubclass(attachment.tee, httpx2.SyncByteStream)
     assert issubclass(attachment.async_tee, httpx2.AsyncByteStream)
+
+
+def test_a_library_that_cannot_be_wrapped_is_reported_not_raised(
+    otel: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The import hook runs inside the application's ``import``: a module that cannot be
+    wrapped (here one without the httpx API) is counted and logged, never raised there."""
+    libraries._imported("httpx2", types.ModuleType("httpx2"))
+    assert otel.total("a2a.instrumentation.errors", error__type="AttributeError") == 1
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "otel_a2a"]
+    assert warning.startswith("otel-a2a: httpx2 could not be instrumented (AttributeError")
+    assert [w.module for w in libraries._wrapped] == [httpx, httpx2]  # the real ones, still
