@@ -21,15 +21,15 @@ In code::
 What it does
 ------------
 Each A2A operation sent through httpx (or httpx2, Pydantic's continuation of httpx, when it is
-installed) gets a ``CLIENT`` span named ``A2A {operation}`` that
-lives until the response body or stream is consumed or closed. Response bytes are observed as
-the application reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed
-incrementally). Task states read from ``GetTask``, ``SendMessage``, ``CancelTask``,
-``ListTasks`` and streams are authoritative observations; card fetches set the agent's etag
-and heartbeat. Liveness decisions (follow-up messages, cancels, push-config creation,
-``liveness_decision`` blocks, spans with ``a2a.liveness.decision=true``) are judged against
-the invariant and each divergence becomes an ``a2a.divergence`` span event, log record and
-metric. Detection does not depend on trace sampling.
+installed) gets a ``CLIENT`` span named ``A2A {operation}`` that lives until the response body
+or stream is consumed or closed. Response bytes are observed as the application reads them (at
+most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed incrementally). Task states read from
+``GetTask``, ``SendMessage``, ``CancelTask``, ``ListTasks`` and streams are authoritative
+observations; card fetches set the agent's etag and heartbeat. Liveness decisions (follow-up
+messages, cancels, push-config creation, ``liveness_decision`` blocks, spans with
+``a2a.liveness.decision=true``) are judged against the invariant and each divergence becomes
+an ``a2a.divergence`` span event, log record and metric. Detection does not depend on trace
+sampling.
 
 ``instrument()`` accepts ``tracer_provider``, ``meter_provider`` and ``logger_provider`` (for
 the ``a2a.divergence`` log records; the global one otherwise). Configuration comes from
@@ -59,6 +59,7 @@ from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.package import _instruments
 
 __all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
+
 
 _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
 
