@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import types
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -398,7 +397,7 @@ def test_a_library_that_cannot_be_wrapped_is_reported_not_raised(
 ) -> None:
     """The import hook runs inside the application's ``import``: a module that cannot be
     wrapped (here one without the httpx API) is counted and logged, never raised there."""
-    libraries._imported("httpx2", types.ModuleType("httpx2"))
+    libraries._imported("httpx2", ModuleType("httpx2"))
     assert otel.total("a2a.instrumentation.errors", error__type="AttributeError") == 1
     [warning] = [r.getMessage() for r in caplog.records if r.name == "otel_a2a"]
     assert warning.startswith("otel-a2a: httpx2 could not be instrumented (AttributeError")
