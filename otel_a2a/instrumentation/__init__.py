@@ -10,7 +10,7 @@ In code::
 
     from otel_a2a import A2AInstrumentor, liveness_decision
 
-    A2AInstrumentor().instrument()          # every httpx.Client / AsyncClient, a2a-sdk included
+    A2AInstrumentor().instrument()          # every httpx (and httpx2) Client / AsyncClient
 
     async def follow_up(client, task_id):
         async with liveness_decision(task_id):   # judged before the block runs
@@ -20,15 +20,16 @@ In code::
 
 What it does
 ------------
-Each A2A operation sent through httpx gets a ``CLIENT`` span named ``A2A {operation}`` that
-lives until the response body or stream is consumed or closed. Response bytes are observed as
-the application reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed
-incrementally). Task states read from ``GetTask``, ``SendMessage``, ``CancelTask``,
-``ListTasks`` and streams are authoritative observations; card fetches set the agent's etag
-and heartbeat. Liveness decisions (follow-up messages, cancels, push-config creation,
-``liveness_decision`` blocks, spans with ``a2a.liveness.decision=true``) are judged against
-the invariant and each divergence becomes an ``a2a.divergence`` span event, log record and
-metric. Detection does not depend on trace sampling.
+Each A2A operation sent through httpx (or httpx2, Pydantic's continuation of httpx, when it is
+installed) gets a ``CLIENT`` span named ``A2A {operation}`` that lives until the response body
+or stream is consumed or closed. Response bytes are observed as the application reads them (at
+most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed incrementally). Task states read from
+``GetTask``, ``SendMessage``, ``CancelTask``, ``ListTasks`` and streams are authoritative
+observations; card fetches set the agent's etag and heartbeat. Liveness decisions (follow-up
+messages, cancels, push-config creation, ``liveness_decision`` blocks, spans with
+``a2a.liveness.decision=true``) are judged against the invariant and each divergence becomes
+an ``a2a.divergence`` span event, log record and metric. Detection does not depend on trace
+sampling.
 
 ``instrument()`` accepts ``tracer_provider``, ``meter_provider`` and ``logger_provider`` (for
 the ``a2a.divergence`` log records; the global one otherwise). Configuration comes from
@@ -42,16 +43,12 @@ import threading
 from collections.abc import Collection
 from typing import Any
 
-import httpx
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
 
-from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation import collection, libraries, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
@@ -68,7 +65,9 @@ _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by i
 
 
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
+    """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
+    installed, for A2A traffic, each once imported (``libraries``). Only httpx is a dependency
+    (``instrumentation_dependencies``)."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
@@ -109,11 +108,9 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             rt.setup_pending = "attach"
         runtime.install(rt)
         finish_before_exit()  # and again when the processor is attached to a provider
-        wrap_function_wrapper(httpx.Client, "send", send)
-        wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
+        libraries.attach()  # httpx and httpx2, each when imported
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        unwrap(httpx.Client, "send")
-        unwrap(httpx.AsyncClient, "send")
+        libraries.detach()
         collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)

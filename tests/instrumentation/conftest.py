@@ -1,9 +1,12 @@
-"""An in-memory OpenTelemetry SDK around each test; the fake agent is in ``tests/support``."""
+"""An in-memory OpenTelemetry SDK around each test, and the client library (httpx or httpx2);
+the fake agent is in ``tests/support``."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -92,6 +95,13 @@ def otel() -> Iterator[Harness]:
         yield harness
     finally:
         instrumentor.uninstrument()
+
+
+@pytest.fixture(params=["httpx", "httpx2"])
+def http_lib(request: pytest.FixtureRequest) -> ModuleType:
+    """The library of the application's client: httpx, or httpx2 (Pydantic's continuation of
+    httpx, the same API), which otel-a2a instruments alike."""
+    return importlib.import_module(request.param)
 
 
 class Clock:

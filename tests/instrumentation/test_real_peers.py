@@ -6,6 +6,10 @@ is whatever the SDKs put on it, and every expected value is either a contract co
 (``otel_a2a.semconv``) or read from what the application itself received (the card's ``ETag``
 header, the task the SDK client decoded). No sleeps: every wait is on an event the peer sends.
 
+The a2a-sdk client is handed an ``AsyncClient`` of httpx or of httpx2 (``http_lib``, see
+``conftest``): it uses
+the client's API only, which httpx2 shares, and otel-a2a must see the same through either.
+
 The a2a-sdk client picks the v1.0 interface whenever the card offers one; v0.3 JSON-RPC is
 selected by handing the factory the same card with only its 0.3 JSON-RPC interface (both peers
 declare one), which is what a client pinned to 0.3 sees. v0.3 JSON-RPC has no ``tasks/list``
@@ -18,6 +22,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, TypeVar
 
 import httpx
@@ -249,9 +254,9 @@ async def resolve(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Agent]
 # -- card -------------------------------------------------------------------------------------
 
 
-def test_card_fetch_and_304_revalidation(otel: Harness, peer: str) -> None:
+def test_card_fetch_and_304_revalidation(otel: Harness, http_lib: ModuleType, peer: str) -> None:
     async def scenario() -> tuple[AgentCard, list[httpx.Response]]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card = await A2ACardResolver(http, peer).get_agent_card()
             first = await http.get(card_url(peer))
             again = await http.get(card_url(peer), headers={"If-None-Match": first.headers["etag"]})
@@ -291,11 +296,11 @@ def test_card_fetch_and_304_revalidation(otel: Harness, peer: str) -> None:
 # -- request/response operations --------------------------------------------------------------
 
 
-def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
+def test_send_get_list_cancel(otel: Harness, http_lib: ModuleType, peer: str, mode: Mode) -> None:
     """SendMessage, GetTask twice, ListTasks, then a slow task polled and cancelled."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, _ = await clients(http, card, mode)
             done = await only_task(client.send_message(message("echo hi")))
@@ -358,11 +363,13 @@ def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
 # -- streams ----------------------------------------------------------------------------------
 
 
-def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: Mode) -> None:
+def test_streamed_status_updates_and_follow_up(
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
+) -> None:
     """SendStreamingMessage to completion, then to input-required and a follow-up."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, streaming = await clients(http, card, mode)
             echo = [e async for e in streaming.send_message(message("echo stream"))]
@@ -408,11 +415,13 @@ def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: M
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
-def test_subscribe_to_slow_task_then_cancel(otel: Harness, peer: str, mode: Mode) -> None:
+def test_subscribe_to_slow_task_then_cancel(
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
+) -> None:
     """SubscribeToTask on a task that keeps working; a CancelTask ends task and stream."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, streaming = await clients(http, card, mode)
             slow = await only_task(client.send_message(background("slow subscribe")))
@@ -446,11 +455,13 @@ def test_subscribe_to_slow_task_then_cancel(otel: Harness, peer: str, mode: Mode
 # -- divergences ------------------------------------------------------------------------------
 
 
-def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode) -> None:
+def test_follow_up_to_a_task_never_observed(
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
+) -> None:
     """Another process created the task: this one decides with no observation of it."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, _ = await clients(http, card, mode)
             with suppress_instrumentation():  # the task is created out of our sight
@@ -499,7 +510,7 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode
 
 
 def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
-    otel: Harness, ahead: AheadClock, peer: str, mode: Mode
+    otel: Harness, http_lib: ModuleType, ahead: AheadClock, peer: str, mode: Mode
 ) -> None:
     """Human in the loop: the person answers after the heartbeat, the worker was healthy.
 
@@ -510,7 +521,7 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     """
 
     async def ask() -> tuple[AgentCard, Agent, Task, Task]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, _ = await clients(http, card, mode)
             waiting = await only_task(client.send_message(message("input please")))
@@ -518,7 +529,7 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
         return card, agent, waiting, slow
 
     async def answer(card: AgentCard) -> tuple[Task, Task]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             client, _ = await clients(http, card, mode)
             followed = await only_task(client.send_message(message("echo done", waiting)))
             canceled = await client.cancel_task(CancelTaskRequest(id=slow.id))
@@ -564,12 +575,14 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     assert otel.points("a2a.tasks.stale") == []  # no agent has a task left to go stale
 
 
-def test_agent_name_and_etag_come_from_the_card(otel: Harness, peer: str) -> None:
+def test_agent_name_and_etag_come_from_the_card(
+    otel: Harness, http_lib: ModuleType, peer: str
+) -> None:
     """Before this process fetched the card, task spans carry neither name nor etag."""
     mode = Mode("JSONRPC", "1.0")
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             with suppress_instrumentation():
                 card = await A2ACardResolver(http, peer).get_agent_card()
             client, _ = await clients(http, card, mode)
@@ -589,7 +602,7 @@ def test_agent_name_and_etag_come_from_the_card(otel: Harness, peer: str) -> Non
 
 
 def test_late_stream_frame_after_a_newer_response_is_no_regression(
-    otel: Harness, peer: str, mode: Mode
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
 ) -> None:
     """A `working` frame emitted before completion but read after the completed response.
 
@@ -598,7 +611,7 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
     """
 
     async def scenario() -> tuple[Task, StreamResponse, dict[str, float]]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card = await A2ACardResolver(http, peer).get_agent_card()
             client, streaming = await clients(http, card, mode)
             slow = await only_task(client.send_message(background("slow x")))
@@ -621,7 +634,9 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
 
 
 @pytest.mark.node
-def test_card_variants_per_version_are_not_etag_changes(otel: Harness, node_peer: str) -> None:
+def test_card_variants_per_version_are_not_etag_changes(
+    otel: Harness, http_lib: ModuleType, node_peer: str
+) -> None:
     """@a2a-js/sdk's card handler in compatibility mode serves a v0.3-shaped card without
     ``A2A-Version`` and the v1.0 card with it, each with its own ETag (``Vary: A2A-Version``).
     A process fetching both ways (a bare resolver, then a 1.0 client) saw every alternate
@@ -641,7 +656,7 @@ def test_card_variants_per_version_are_not_etag_changes(otel: Harness, node_peer
             "configuration": {"returnImmediately": True},
         },
     }
-    with httpx.Client(timeout=10.0) as http:
+    with http_lib.Client(timeout=10.0) as http:
         bare = http.get(compat_card)
         versioned = http.get(compat_card, headers=rpc)
         assert bare.headers["etag"] != versioned.headers["etag"]  # the peer does vary
