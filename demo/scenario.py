@@ -365,9 +365,10 @@ def main(config: ScenarioConfig, quiet: bool = False) -> int:
 
     if not quiet:
         runtime = WORKERS[config.worker].runtime
+        gateway = GATEWAYS[config.gateway].runtime
         print(
             f"otel-a2a demo: variant {config.variant} over {config.binding}; starting the worker "
-            f"({runtime}), the gateway and the instrumented orchestrator ...",
+            f"({runtime}), the gateway ({gateway}) and the instrumented orchestrator ...",
             flush=True,
         )
     try:
