@@ -2,6 +2,7 @@
 // A2A between the orchestrator and the worker.
 //
 //	a2a-go-gateway --upstream http://127.0.0.1:W [--port N] [--respell [--respell-style S]]
+//	a2a-go-gateway --serve [--port N] [--slow-timeout S]    (a test peer: see peer.go)
 //
 // It prints "READY <base_url>" on stdout once it accepts connections (--port 0 picks a free
 // port). What it forwards:
@@ -49,7 +50,16 @@ func main() {
 	port := flag.Int("port", 0, "listening port on 127.0.0.1 (0: a free one)")
 	respell := flag.Bool("respell", false, `fault switch: re-spell task states ("TASK_STATE_WORKING" -> "Working")`)
 	style := flag.String("respell-style", "pascal", "with --respell: pascal (Working), lower (working), kebab (input-required) or upper (WORKING)")
+	serve := flag.Bool("serve", false, "serve a test A2A peer on a2a-go instead of forwarding")
+	slow := flag.Float64("slow-timeout", 30, "with --serve: seconds a slow task waits (at most 30)")
 	flag.Parse()
+	if *serve {
+		seconds := min(max(*slow, 0.1), 30)
+		if err := servePeer(*port, time.Duration(seconds*float64(time.Second))); err != nil {
+			log.Fatal("a2a-go-gateway: ", err)
+		}
+		return
+	}
 	if *upstream == "" {
 		log.Fatal("a2a-go-gateway: --upstream is required")
 	}
@@ -95,11 +105,18 @@ func run(upstream string, port int, sp speller) error {
 	proxy.FlushInterval = -1 // any stream: chunk by chunk
 	mux.Handle("/a2a/", proxy)
 
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Default()}
+	return serveUntilSignal(listener, mux)
+}
+
+// serveUntilSignal serves on listener, prints READY once it accepts connections, and shuts
+// down on SIGTERM or SIGINT.
+func serveUntilSignal(listener net.Listener, handler http.Handler) error {
+	public := "http://" + listener.Addr().String()
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Default()}
 	done := make(chan error, 1)
 	go func() { done <- server.Serve(listener) }()
 	fmt.Printf("READY %s\n", public) // the listener accepts from here on
-	os.Stdout.Sync()                  //nolint:errcheck // a pipe or a file: nothing to do
+	os.Stdout.Sync()                 //nolint:errcheck // a pipe or a file: nothing to do
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
