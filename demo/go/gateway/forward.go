@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"log"
+	"net/http"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -137,4 +138,20 @@ func (f *forwarder) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTas
 
 func (f *forwarder) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
 	return f.upstream.GetExtendedAgentCard(ctx, params(ctx), req)
+}
+
+// mediaTypeFix presents the worker's `application/a2a+json` error bodies as
+// `application/json`: a2a-go's HTTP+JSON client (2.3.1) reads an error body only under the
+// latter and turns any other into a bare 500, so a TaskNotFound from @a2a-js/sdk (the
+// `forget` variant) would reach the orchestrator as an internal error.
+type mediaTypeFix struct{ next http.RoundTripper }
+
+func (m mediaTypeFix) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := m.next.RoundTrip(req)
+	if err == nil && resp.StatusCode >= 400 {
+		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/a2a+json") {
+			resp.Header.Set("Content-Type", "application/json"+strings.TrimPrefix(ct, "application/a2a+json"))
+		}
+	}
+	return resp, err
 }

@@ -81,12 +81,13 @@ func run(upstream string, port int, sp speller) error {
 		return fmt.Errorf("bad --upstream %q", upstream)
 	}
 	// No overall timeout: a stream lives as long as the job; connecting is bounded.
-	client := &http.Client{Transport: &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		ResponseHeaderTimeout: 0,
-		DisableCompression:    true,
-		MaxIdleConnsPerHost:   16,
-	}}
+	transport := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 16,
+	}
+	client := &http.Client{Transport: transport}
+	sdkClient := &http.Client{Transport: mediaTypeFix{next: transport}}
 	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return err // "listen tcp 127.0.0.1:N: bind: address already in use"
@@ -95,13 +96,13 @@ func run(upstream string, port int, sp speller) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET "+cardPath, &cardHandler{client: client, upstream: upstream, public: public})
-	jsonrpc := &forwarder{name: "JSON-RPC", upstream: a2aclient.NewJSONRPCTransport(upstream+"/a2a/jsonrpc", client), respell: sp}
+	jsonrpc := &forwarder{name: "JSON-RPC", upstream: a2aclient.NewJSONRPCTransport(upstream+"/a2a/jsonrpc", sdkClient), respell: sp}
 	mux.Handle("/a2a/jsonrpc", a2asrv.NewJSONRPCHandler(jsonrpc))
 	restURL := base.JoinPath("/a2a/rest")
-	rest := &forwarder{name: "HTTP+JSON", upstream: a2aclient.NewRESTTransport(restURL, client), respell: sp}
+	rest := &forwarder{name: "HTTP+JSON", upstream: a2aclient.NewRESTTransport(restURL, sdkClient), respell: sp}
 	mux.Handle("/a2a/rest/", http.StripPrefix("/a2a/rest", a2asrv.NewRESTHandler(rest)))
 	proxy := httputil.NewSingleHostReverseProxy(base)
-	proxy.Transport = client.Transport
+	proxy.Transport = transport
 	proxy.FlushInterval = -1 // any stream: chunk by chunk
 	mux.Handle("/a2a/", proxy)
 
