@@ -1,7 +1,8 @@
 """The seeded incident end to end: real processes on loopback, in a temporary folder.
 
 Topology: orchestrator (Python a2a-sdk client, instrumented only by ``OTEL_A2A_ENABLED=true``)
-→ gateway (Python) → worker (``@a2a-js/sdk`` under Node, durable file task store).
+→ gateway (Python, or Go on a2a-go: ``ScenarioConfig.gateway``) → worker (``@a2a-js/sdk``
+under Node, durable file task store).
 
 :func:`run_scenario` starts the three processes on free ports (``processes``), plays one
 variant, collects what fired (the orchestrator's console spans and its Prometheus

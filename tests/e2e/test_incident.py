@@ -25,10 +25,20 @@ from tests.support import in_ci
 pytestmark = pytest.mark.node
 
 TIMINGS = Timings.scaled(heartbeat=1.0)
+GO = pytest.mark.go
 # (gateway, binding): every binding through each gateway
-EVERY = [("python", "JSONRPC"), ("python", "HTTP+JSON"), ("go", "JSONRPC"), ("go", "HTTP+JSON")]
+EVERY = [
+    ("python", "JSONRPC"),
+    ("python", "HTTP+JSON"),
+    pytest.param("go", "JSONRPC", marks=GO),
+    pytest.param("go", "HTTP+JSON", marks=GO),
+]
 # the Python gateway over JSON-RPC only, the Go gateway over both
-SOME = [("python", "JSONRPC"), ("go", "JSONRPC"), ("go", "HTTP+JSON")]
+SOME = [
+    ("python", "JSONRPC"),
+    pytest.param("go", "JSONRPC", marks=GO),
+    pytest.param("go", "HTTP+JSON", marks=GO),
+]
 PEERS = "gateway,binding"
 
 
@@ -93,7 +103,7 @@ def test_restart_first_decision_diverges_and_stale_rises(gateway: str, binding: 
     assert result.baseline_at is None or result.detected_at < result.baseline_at
 
 
-@pytest.mark.parametrize("gateway", ["python", "go"])
+@pytest.mark.parametrize("gateway", ["python", pytest.param("go", marks=GO)])
 def test_polling_orchestrator_acts_on_authoritative_state_only(gateway: str) -> None:
     """``--no-streaming``: an orchestrator that polls GetTask faster than the heartbeat learns
     of the restart from its own poll, so none of its decisions diverges; the polls that told
