@@ -115,6 +115,30 @@ def test_states_are_recognised_in_any_spelling(python_peer: str) -> None:
         assert send(plain, "echo hi")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
+def test_other_paths_under_a2a_pass_as_they_are(go_peer: str) -> None:
+    """The gateway's SDK transports serve /a2a/jsonrpc and /a2a/rest; any other path under
+    /a2a/ (here the a2a-go peer's v0.3 JSON-RPC) is passed to the worker at the HTTP level."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": "v03",
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": str(uuid.uuid4()),
+                "role": "user",
+                "parts": [{"kind": "text", "text": "echo old"}],
+            }
+        },
+    }
+    with gateway(go_peer, "--respell") as base:
+        response = httpx.post(base + "/a2a/v0.3/jsonrpc", json=body, timeout=10.0)
+    assert response.status_code == 200
+    result = response.json()
+    assert result["id"] == "v03"
+    assert (result["result"]["kind"], result["result"]["status"]["state"]) == ("task", "completed")
+
+
 def test_a_taken_port_is_named(python_peer: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -101,9 +101,13 @@ func run(upstream string, port int, sp speller) error {
 	restURL := base.JoinPath("/a2a/rest")
 	rest := &forwarder{name: "HTTP+JSON", upstream: a2aclient.NewRESTTransport(restURL, sdkClient), respell: sp}
 	mux.Handle("/a2a/rest/", http.StripPrefix("/a2a/rest", a2asrv.NewRESTHandler(rest)))
-	proxy := httputil.NewSingleHostReverseProxy(base)
-	proxy.Transport = transport
-	proxy.FlushInterval = -1 // any stream: chunk by chunk
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(base) // the worker's host, in the URL and the Host header
+		},
+		Transport:     transport,
+		FlushInterval: -1, // any stream: chunk by chunk
+	}
 	mux.Handle("/a2a/", proxy)
 
 	return serveUntilSignal(listener, mux)
