@@ -88,6 +88,20 @@ def make_harness(sampler: Sampler | None = None) -> tuple[Harness, A2AInstrument
     return Harness(exporter, reader, tracer_provider, logs), instrumentor
 
 
+# Peer/mode pairs that cannot meet: a2a-go's v0.3 HTTP+JSON speaks the v0.3 JSON-RPC objects in
+# snake_case, a2a-sdk's v0.3 REST client the v0.3 proto JSON (camelCase, ``ROLE_USER``): every
+# request is a 400 before any A2A exchange. test_real_go_peer.py drives it with httpx instead.
+UNMEETABLE = ("[go-rest-0.3",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (not skip) the pairs of ``UNMEETABLE``: there is nothing there to run."""
+    keep = [i for i in items if not any(u in i.nodeid for u in UNMEETABLE)]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 @pytest.fixture
 def otel() -> Iterator[Harness]:
     harness, instrumentor = make_harness()
