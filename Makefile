@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools test lint bench demo stack clean
+.PHONY: all setup tools go-gateway test lint bench demo stack clean
 
 all: test
 
@@ -66,7 +66,17 @@ $(TOOLS)/bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	mkdir -p $(TOOLS)/bin
 	cd tools/jaeger && go build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
 
-tools: $(TOOLS)/bin/otelcol-a2a $(TOOLS)/bin/jaeger
+# The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own): only for
+# `otel-a2a demo --gateway go` and the tests; the default demo needs no Go.
+GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum
+$(TOOLS)/bin/a2a-go-gateway: $(GO_GATEWAY_SRC)
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
+	mkdir -p $(TOOLS)/bin
+	cd demo/go/gateway && go build -trimpath -ldflags='-s -w' -o $(abspath $@) .
+
+go-gateway: $(TOOLS)/bin/a2a-go-gateway
+
+tools: $(TOOLS)/bin/otelcol-a2a $(TOOLS)/bin/jaeger $(TOOLS)/bin/a2a-go-gateway
 
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 

@@ -48,6 +48,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         bench_large_body,
         bench_overhead,
         bench_protocol,
+        bench_shared_ledger,
         bench_startup,
     )
 
@@ -60,6 +61,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("startup", bench_startup.run),
         ("exit", bench_exit.run),
         ("ledger", _ledger),
+        ("shared ledger", bench_shared_ledger.run),
         ("incident", bench_incident.run),
         ("detector", bench_detector.run),
     ]

@@ -37,6 +37,8 @@ from demo.model import Timings
 
 DEMO_DIR = Path(__file__).resolve().parent
 NODE_DIR = DEMO_DIR / "node"
+GO_GATEWAY_DIR = DEMO_DIR / "go" / "gateway"
+GO_GATEWAY_BIN = DEMO_DIR.parent / ".tools" / "bin" / "a2a-go-gateway"  # `make go-gateway`
 ORCHESTRATOR = DEMO_DIR / "orchestrator.py"
 READY_TIMEOUT = 30.0
 
@@ -252,6 +254,7 @@ class WorkerKind(Protocol):
 class GatewayKind(Protocol):
     """A gateway on some runtime (see the module's docstring for what it must do)."""
 
+    runtime: str  # in the first progress line: "..., the gateway (Go), ..."
     cwd: Path
 
     def problem(self) -> str | None: ...
@@ -299,6 +302,7 @@ class NodeWorker:
 class PythonGateway:
     """``gateway.py``: Starlette and httpx under uvicorn, run by path with this interpreter."""
 
+    runtime = "Python"
     cwd = DEMO_DIR
 
     def problem(self) -> str | None:
@@ -309,8 +313,36 @@ class PythonGateway:
         return [*argv, "--respell"] if respell else argv
 
 
+def built_problem(binary: Path, source: Path, target: str) -> str | None:
+    """Why a binary that the Makefile builds from ``source`` cannot run: missing, or older
+    than its source (go.mod, go.sum, a .go file)."""
+    hint = f"run `make {target}` (Go >= 1.26 with the Go module proxy builds it)"
+    if not binary.is_file():
+        return f"{binary} is missing: {hint}"
+    inputs = [source / "go.mod", source / "go.sum", *source.glob("*.go")]
+    built = binary.stat().st_mtime
+    if any(p.stat().st_mtime > built for p in inputs if p.is_file()):
+        return f"{binary} is older than its source in {source}: {hint}"
+    return None
+
+
+class GoGateway:
+    """``go/gateway``: a2a-go v2's JSON-RPC and HTTP+JSON transports over a forwarding request
+    handler, built into ``.tools/bin/a2a-go-gateway`` by the Makefile."""
+
+    runtime = "Go"
+    cwd = DEMO_DIR
+
+    def problem(self) -> str | None:
+        return built_problem(GO_GATEWAY_BIN, GO_GATEWAY_DIR, "go-gateway")
+
+    def argv(self, upstream: str, *, respell: bool) -> list[str]:
+        argv = [str(GO_GATEWAY_BIN), "--upstream", upstream, "--port", "0"]
+        return [*argv, "--respell"] if respell else argv
+
+
 WORKERS: dict[str, WorkerKind] = {"node": NodeWorker()}
-GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway()}
+GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway(), "go": GoGateway()}
 
 
 def orchestrator_problem() -> str | None:

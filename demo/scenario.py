@@ -1,7 +1,8 @@
 """The seeded incident end to end: real processes on loopback, in a temporary folder.
 
 Topology: orchestrator (Python a2a-sdk client, instrumented only by ``OTEL_A2A_ENABLED=true``)
-→ gateway (Python) → worker (``@a2a-js/sdk`` under Node, durable file task store).
+→ gateway (Python, or Go on a2a-go: ``ScenarioConfig.gateway``) → worker (``@a2a-js/sdk``
+under Node, durable file task store).
 
 :func:`run_scenario` starts the three processes on free ports (``processes``), plays one
 variant, collects what fired (the orchestrator's console spans and its Prometheus
@@ -365,9 +366,10 @@ def main(config: ScenarioConfig, quiet: bool = False) -> int:
 
     if not quiet:
         runtime = WORKERS[config.worker].runtime
+        gateway = GATEWAYS[config.gateway].runtime
         print(
             f"otel-a2a demo: variant {config.variant} over {config.binding}; starting the worker "
-            f"({runtime}), the gateway and the instrumented orchestrator ...",
+            f"({runtime}), the gateway ({gateway}) and the instrumented orchestrator ...",
             flush=True,
         )
     try:

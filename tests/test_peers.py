@@ -1,4 +1,5 @@
-"""Both real peers start, serve their card with caching headers, and answer A2A calls."""
+"""The real peers start, serve their card with caching headers (a2a-go's has none: see
+tests/instrumentation/test_real_go_peer.py), and answer A2A calls."""
 
 from __future__ import annotations
 
@@ -82,7 +83,14 @@ def test_node_peer_serves_card(node_peer: str) -> None:
         ("reject", "TASK_STATE_REJECTED"),
     ],
 )
-@pytest.mark.parametrize("runtime", ["python", pytest.param("node", marks=pytest.mark.node)])
+@pytest.mark.parametrize(
+    "runtime",
+    [
+        "python",
+        pytest.param("node", marks=pytest.mark.node),
+        pytest.param("go", marks=pytest.mark.go),
+    ],
+)
 def test_behaviour_follows_text(
     runtime: str, text: str, state: str, request: pytest.FixtureRequest
 ) -> None:

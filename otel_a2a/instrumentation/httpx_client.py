@@ -1,9 +1,12 @@
-"""Wrappers of ``httpx.Client.send`` and ``httpx.AsyncClient.send``.
+"""Wrappers of ``Client.send`` and ``AsyncClient.send`` of the httpx API.
 
-Wrapping ``send`` (not the transport) covers every client, ``MockTransport`` included, and puts
-our span above the HTTP span of ``opentelemetry-instrumentation-httpx`` whichever was
-instrumented first. The response stream is replaced by a tee that shows each chunk to the
-:class:`Exchange` as the application reads it; nothing is read on the application's behalf.
+One code path serves each :class:`Library` of that API: httpx, and httpx2 (Pydantic's
+continuation of httpx, the same API under its own module name and classes) when it is
+installed (``libraries`` says which are wrapped, and when). Wrapping ``send`` (not the
+transport) covers every client, ``MockTransport`` included, and puts our span above the HTTP
+span of ``opentelemetry-instrumentation-httpx`` whichever was instrumented first. The response
+stream is replaced by a tee that shows each chunk to the :class:`Exchange` as the application
+reads it; nothing is read on the application's behalf.
 """
 
 from __future__ import annotations
@@ -11,16 +14,28 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from opentelemetry import context, trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from wrapt import wrap_function_wrapper
 
 from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.exchange import Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
+
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
+
+    Request = httpx.Request | httpx2.Request
+    Response = httpx.Response | httpx2.Response
+    Headers = httpx.Headers | httpx2.Headers
+    SyncStream = httpx.SyncByteStream | httpx2.SyncByteStream
+    AsyncStream = httpx.AsyncByteStream | httpx2.AsyncByteStream
 
 _log = logging.getLogger("otel_a2a")
 _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
@@ -28,7 +43,7 @@ _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
 _RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
 
 
-def _headers(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
+def _headers(headers: Headers, wanted: frozenset[bytes]) -> dict[str, str]:
     """The few headers otel-a2a reads, in one pass: each ``httpx.Headers`` lookup scans and
     re-lowercases every header, and nothing else of the headers is ever kept."""
     found: dict[str, str] = {}
@@ -39,10 +54,10 @@ def _headers(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]
     return found
 
 
-def _request_body(request: httpx.Request) -> bytes | None:
+def _request_body(lib: Library, request: Request) -> bytes | None:
     try:
         return request.content
-    except httpx.RequestNotRead:  # a streaming upload: never consumed on the caller's behalf
+    except lib.request_not_read:  # a streaming upload: never consumed on the caller's behalf
         return None
 
 
@@ -101,7 +116,7 @@ async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
     await to_thread.run_sync(_late_setup_guarded, rt, limiter=CapacityLimiter(1))
 
 
-def _recognise(rt: runtime.Runtime, request: httpx.Request) -> A2ARequest | None:
+def _recognise(rt: runtime.Runtime, lib: Library, request: Request) -> A2ARequest | None:
     """The A2A request, or ``None`` for anything else, and for a request sent inside
     otel-a2a's own work in this thread (a finaliser's, run by a collection there: see
     ``collection``), which goes through as if uninstrumented, counted. Never raises."""
@@ -109,7 +124,7 @@ def _recognise(rt: runtime.Runtime, request: httpx.Request) -> A2ARequest | None
         try:
             url = request.url
             headers = _headers(request.headers, _REQUEST_HEADERS)
-            if classify_request(request.method, url.path, headers, _request_body(request)):
+            if classify_request(request.method, url.path, headers, _request_body(lib, request)):
                 collection.defer(functools.partial(rt.error, collection.REENTRANT))
         except Exception as exc:  # counted later too: no metric may be recorded here
             collection.defer(functools.partial(rt.error, type(exc).__name__))
@@ -120,7 +135,7 @@ def _recognise(rt: runtime.Runtime, request: httpx.Request) -> A2ARequest | None
             request.method,
             url.path,
             _headers(request.headers, _REQUEST_HEADERS),
-            _request_body(request),
+            _request_body(lib, request),
             url.query,  # read for an ``A2A-Version`` parameter of A2A calls only, never recorded
         )
     except Exception as exc:
@@ -130,7 +145,7 @@ def _recognise(rt: runtime.Runtime, request: httpx.Request) -> A2ARequest | None
         collection.leave()
 
 
-def _open(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
+def _open(rt: runtime.Runtime, request: Request, a2a: A2ARequest) -> Exchange | None:
     """The exchange of an A2A request, its implicit decisions judged. Never raises."""
     if not collection.enter():  # a finaliser run by the set-up sends it: see _recognise
         collection.defer(functools.partial(rt.error, collection.REENTRANT))
@@ -141,7 +156,7 @@ def _open(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Excha
         collection.leave()
 
 
-def _start(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
+def _start(rt: runtime.Runtime, request: Request, a2a: A2ARequest) -> Exchange | None:
     try:
         url = request.url
         # netloc carries no credentials; query and fragment are dropped (never recorded)
@@ -178,8 +193,11 @@ def _abandon(exchange: Exchange) -> None:
         pass
 
 
-class _TeeStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, exchange: Exchange) -> None:
+class TeeStream:
+    """The tee of a synchronous response stream; :func:`library` subclasses it with the
+    library's own ``SyncByteStream``, which its responses demand."""
+
+    def __init__(self, inner: SyncStream, exchange: Exchange) -> None:
         self._inner = inner
         self._exchange = exchange
 
@@ -202,12 +220,21 @@ class _TeeStream(httpx.SyncByteStream):
         finally:
             _guarded(self._exchange, self._exchange.close)
 
+    def __getattr__(self, name: str) -> Any:
+        """What the library keeps on its own stream reads through the tee: httpx2's
+        ``Response.elapsed`` is the ``elapsed`` of the stream the client attached."""
+        if name.startswith("_"):  # ours, read before ``__init__`` set them: not delegated
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     def __del__(self) -> None:
         _abandon(self._exchange)
 
 
-class _AsyncTeeStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, exchange: Exchange) -> None:
+class AsyncTeeStream:
+    """The tee of an asynchronous response stream (see :class:`TeeStream`)."""
+
+    def __init__(self, inner: AsyncStream, exchange: Exchange) -> None:
         self._inner = inner
         self._exchange = exchange
 
@@ -230,16 +257,47 @@ class _AsyncTeeStream(httpx.AsyncByteStream):
         finally:
             _guarded(self._exchange, self._exchange.close)
 
+    __getattr__ = TeeStream.__getattr__
+
     def __del__(self) -> None:
         _abandon(self._exchange)
 
 
-def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[httpx.Request | None, bool]:
+@dataclass(frozen=True, slots=True)
+class Library:
+    """A library of the httpx API as the wrappers meet it. httpx and httpx2 share the API, not
+    the classes: an httpx2 request is no ``httpx.Request``, and an httpx2 response reads only a
+    stream of httpx2's stream classes."""
+
+    module: ModuleType
+    tee: type[TeeStream]
+    async_tee: type[AsyncTeeStream]
+
+    @property
+    def request(self) -> type[Any]:
+        return self.module.Request  # type: ignore[no-any-return]
+
+    @property
+    def request_not_read(self) -> type[Exception]:
+        return self.module.RequestNotRead  # type: ignore[no-any-return]
+
+    def wrap(self) -> None:
+        wrap_function_wrapper(self.module.Client, "send", functools.partial(send, self))
+        wrap_function_wrapper(self.module.AsyncClient, "send", functools.partial(async_send, self))
+
+    def unwrap(self) -> None:
+        unwrap(self.module.Client, "send")
+        unwrap(self.module.AsyncClient, "send")
+
+
+def _split(lib: Library, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    """The request being sent (``None`` if it is not the library's), and whether the response
+    is streamed."""
     request = args[0] if args else kwargs.get("request")
-    return (request if isinstance(request, httpx.Request) else None), bool(kwargs.get("stream"))
+    return (request if isinstance(request, lib.request) else None), bool(kwargs.get("stream"))
 
 
-def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
+def _after(lib: Library, exchange: Exchange, response: Response, stream: bool) -> None:
     """Hand the response to the exchange; a failure here is counted, never raised."""
     if not collection.enter():  # the request began outside otel-a2a's work: only a host
         exchange.give_up()  # that resumes it from inside (a finaliser) gets here
@@ -254,10 +312,11 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
             exchange.complete(response.content)
             return
         inner = response.stream
-        if isinstance(inner, httpx.AsyncByteStream):
-            response.stream = _AsyncTeeStream(inner, exchange)
-        elif isinstance(inner, httpx.SyncByteStream):
-            response.stream = _TeeStream(inner, exchange)
+        module = lib.module
+        if isinstance(inner, module.AsyncByteStream):
+            response.stream = lib.async_tee(inner, exchange)  # type: ignore[assignment]
+        elif isinstance(inner, module.SyncByteStream):
+            response.stream = lib.tee(inner, exchange)  # type: ignore[assignment]
         else:
             exchange.rt.error("unknown_stream_type")
             exchange.close()
@@ -274,14 +333,15 @@ def _current() -> runtime.Runtime | None:
 
 
 def send(
-    wrapped: Callable[..., httpx.Response],
-    instance: httpx.Client,
+    lib: Library,
+    wrapped: Callable[..., Response],
+    instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> httpx.Response:
-    request, stream = _split(args, kwargs)
+) -> Response:
+    request, stream = _split(lib, args, kwargs)
     rt = _current() if request is not None else None
-    a2a = None if rt is None or request is None else _recognise(rt, request)
+    a2a = None if rt is None or request is None else _recognise(rt, lib, request)
     if rt is None or request is None or a2a is None:
         return wrapped(*args, **kwargs)
     if _setup_due(rt):  # only A2A traffic decides about providers
@@ -297,19 +357,20 @@ def send(
         raise
     finally:
         context.detach(token)
-    _after(exchange, response, stream)
+    _after(lib, exchange, response, stream)
     return response
 
 
 async def async_send(
-    wrapped: Callable[..., Awaitable[httpx.Response]],
-    instance: httpx.AsyncClient,
+    lib: Library,
+    wrapped: Callable[..., Awaitable[Response]],
+    instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> httpx.Response:
-    request, stream = _split(args, kwargs)
+) -> Response:
+    request, stream = _split(lib, args, kwargs)
     rt = _current() if request is not None else None
-    a2a = None if rt is None or request is None else _recognise(rt, request)
+    a2a = None if rt is None or request is None else _recognise(rt, lib, request)
     if rt is None or request is None or a2a is None:
         return await wrapped(*args, **kwargs)
     if _setup_due(rt):  # only A2A traffic decides about providers
@@ -325,5 +386,18 @@ async def async_send(
         raise
     finally:
         context.detach(token)
-    _after(exchange, response, stream)
+    _after(lib, exchange, response, stream)
     return response
+
+
+def library(module: ModuleType) -> Library:
+    """``module`` (httpx or httpx2) as the wrappers meet it, with tees of its own stream
+    classes. Built when the module is wrapped: nothing here imports either library."""
+
+    class Tee(TeeStream, module.SyncByteStream):  # type: ignore[name-defined,misc]
+        pass
+
+    class AsyncTee(AsyncTeeStream, module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        pass
+
+    return Library(module, Tee, AsyncTee)

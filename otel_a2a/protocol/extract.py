@@ -2,7 +2,8 @@
 
 Shapes understood, whatever the binding: v1.0 ``{task|message}`` (SendMessage), a bare Task
 (GetTask, CancelTask), v1.0 StreamResponse (``task|message|statusUpdate|artifactUpdate``),
-v0.3 results tagged with ``kind``, ``{tasks: [...]}`` pages (ListTasks), JSON-RPC errors and
+v0.3 results tagged with ``kind`` (camelCase, or a2a-go's snake_case v0.3 HTTP+JSON),
+``{tasks: [...]}`` pages (ListTasks), JSON-RPC errors and
 REST ``google.rpc.Status`` errors (with what an error says of the state of the task the
 request named: a report of kind ``"error-reply"``). A JSON object with ``id`` and a
 ``status`` object counts as a Task; this is the A2A Task shape, so a non-A2A REST API
@@ -74,14 +75,22 @@ _TASK_ADDRESSED = frozenset(
 _SEND = frozenset({Operation.SEND_MESSAGE, Operation.SEND_STREAMING_MESSAGE})
 _MAX_REASON = 64
 _NOT_CANCELABLE = "TASK_NOT_CANCELABLE"
-# The errors a server answers about a task's state: TaskNotCancelable, and UnsupportedOperation
-# for a message, a subscription or a cancel to a task already in a terminal state.
-_STATE_REASONS = frozenset({_NOT_CANCELABLE, "UNSUPPORTED_OPERATION"})
+# The errors a server answers about a task's state: TaskNotCancelable, UnsupportedOperation
+# for a message, a subscription or a cancel to a task already in a terminal state, and
+# InvalidParams, a2a-go's answer to a message to a terminal task.
+_STATE_REASONS = frozenset({_NOT_CANCELABLE, "UNSUPPORTED_OPERATION", "INVALID_PARAMS"})
 # How servers word that state in the message: a2a-sdk 1.x "Task <id> is in terminal state:
 # TASK_STATE_FAILED", a2a-sdk 0.3 "... terminal state: failed", @a2a-js/sdk "Task <id> is in a
 # terminal state (4) and cannot be modified." (a v1.0 enum number), a2a-sdk's legacy handler
-# "Task cannot be canceled - current state: TASK_STATE_WORKING". Only the message's head is read.
-_STATED = re.compile(r"\b(terminal|current) state\W{0,3}([A-Za-z][A-Za-z_-]{0,40}|\d{1,2})\b", re.I)
+# "Task cannot be canceled - current state: TASK_STATE_WORKING", a2a-go 'task in a terminal
+# state "TASK_STATE_COMPLETED"' and "task in non-cancelable state TASK_STATE_COMPLETED" (a
+# terminal one). Only the message's head is read.
+_STATED = re.compile(
+    r"\b(terminal|current|non-cancelable) state\W{0,3}([A-Za-z][A-Za-z_-]{0,40}|\d{1,2})\b", re.I
+)
+# a2a-go answers SubscribeToTask on a task it has but no longer runs (terminal, or waiting for
+# input) with TaskNotFound "task not found: no active execution": no evidence of a lost task.
+_NO_ACTIVE_EXECUTION = "no active execution"
 _MAX_MESSAGE = 512
 _UNKNOWN = TaskState.UNKNOWN
 
@@ -209,6 +218,12 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
     ):
         not_found = True
         reason = _TASK_NOT_FOUND
+    if (
+        not_found
+        and request.operation is Operation.SUBSCRIBE_TO_TASK
+        and _NO_ACTIVE_EXECUTION in str(err.get("message"))[:_MAX_MESSAGE]
+    ):
+        not_found = False
     report = None
     task_id = request.task_id
     if task_id and reason in _STATE_REASONS:
@@ -221,9 +236,10 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
 
 
 def _stated_state(message: object) -> StateReading | None:
-    """The state an error message says the task is in (see ``_STATED``), or None. A "terminal
-    state" that names a non-terminal one is a contradiction, never a reading. Never judged
-    for its spelling: a message is no wire state (so it reads as exact)."""
+    """The state an error message says the task is in (see ``_STATED``), or None. A "terminal"
+    or "non-cancelable state" that names a non-terminal one is a contradiction, never a
+    reading. Never judged for its spelling: a message is no wire state (so it reads as
+    exact)."""
     if type(message) is not str:
         return None
     found = _STATED.search(message[:_MAX_MESSAGE])
@@ -231,7 +247,7 @@ def _stated_state(message: object) -> StateReading | None:
         return None
     phrase, token = found.groups()
     state = normalize_task_state(int(token) if token.isdigit() else token)
-    if state is _UNKNOWN or (phrase.lower() == "terminal" and not state.is_terminal):
+    if state is _UNKNOWN or (phrase.lower() != "current" and not state.is_terminal):
         return None
     return StateReading(token, state, True, True)
 
@@ -311,8 +327,13 @@ def _id(value: Any) -> str | None:
 def _report(
     obj: dict[str, Any], id_key: str, version: str | None, binding: Binding | None, kind: str
 ) -> TaskReport | None:
-    """One task's report; ``binding=None`` for frames without a state (artifact updates)."""
+    """One task's report; ``binding=None`` for frames without a state (artifact updates).
+
+    a2a-go's v0.3 HTTP+JSON writes the v0.3 objects in snake_case (``task_id``,
+    ``context_id``): read when the camelCase key is absent."""
     task_id = obj.get(id_key)
+    if task_id is None and id_key == "taskId":
+        task_id = obj.get("task_id")
     if type(task_id) is not str or not 0 < len(task_id) <= MAX_ID_LEN:
         return None
     state: StateReading | None = None
@@ -335,7 +356,10 @@ def _report(
                 stamp = None
         else:
             state = read_state(None, version, binding)
-    return _new(TaskReport, (task_id, _id(obj.get("contextId")), state, kind, stamp))
+    context_id = obj.get("contextId")
+    if context_id is None:
+        context_id = obj.get("context_id")
+    return _new(TaskReport, (task_id, _id(context_id), state, kind, stamp))
 
 
 def _task(

@@ -64,8 +64,12 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_enabled_variable_alone_instruments_a_plain_a2a_client(python_peer: str) -> None:
-    done = _run([sys.executable, str(SCRIPT), python_peer], _env(OTEL_A2A_ENABLED="true"))
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_enabled_variable_alone_instruments_a_plain_a2a_client(
+    python_peer: str, library: str
+) -> None:
+    argv = [sys.executable, str(SCRIPT), python_peer, library]
+    done = _run(argv, _env(OTEL_A2A_ENABLED="true"))
     assert done.returncode == 0, done.stderr
     assert "TASK" in done.stdout
     docs = _documents(done.stdout)

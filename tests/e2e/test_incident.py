@@ -2,7 +2,8 @@
 
 Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner
 behind ``otel-a2a demo``):
-a Node ``@a2a-js/sdk`` worker with a durable file store, the Python gateway, and a Python
+a Node ``@a2a-js/sdk`` worker with a durable file store, a gateway (the Python one, and the Go
+one on a2a-go that ``make tools`` builds: every variant over both bindings), and a Python
 a2a-sdk orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in
 a temporary folder. The assertions read what the orchestrator exported: its console spans and
 its Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
@@ -24,11 +25,29 @@ from tests.support import in_ci
 pytestmark = pytest.mark.node
 
 TIMINGS = Timings.scaled(heartbeat=1.0)
-BINDINGS = ["JSONRPC", "HTTP+JSON"]
+GO = pytest.mark.go
+# (gateway, binding): every binding through each gateway
+EVERY = [
+    ("python", "JSONRPC"),
+    ("python", "HTTP+JSON"),
+    pytest.param("go", "JSONRPC", marks=GO),
+    pytest.param("go", "HTTP+JSON", marks=GO),
+]
+# the Python gateway over JSON-RPC only, the Go gateway over both
+SOME = [
+    ("python", "JSONRPC"),
+    pytest.param("go", "JSONRPC", marks=GO),
+    pytest.param("go", "HTTP+JSON", marks=GO),
+]
+PEERS = "gateway,binding"
 
 
-def _run(variant: str, binding: str = "JSONRPC", *, streaming: bool = True) -> ScenarioResult:
-    config = ScenarioConfig(variant=variant, binding=binding, streaming=streaming, timings=TIMINGS)
+def _run(
+    variant: str, binding: str = "JSONRPC", *, streaming: bool = True, gateway: str = "python"
+) -> ScenarioResult:
+    config = ScenarioConfig(
+        variant=variant, binding=binding, streaming=streaming, timings=TIMINGS, gateway=gateway
+    )
     reason = problem(config)
     if reason is not None:
         if in_ci():
@@ -69,9 +88,9 @@ def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str
     return after[0].name, list(after[0].reasons)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_restart_first_decision_diverges_and_stale_rises(binding: str) -> None:
-    result = _run("restart", binding)
+@pytest.mark.parametrize(PEERS, EVERY)
+def test_restart_first_decision_diverges_and_stale_rises(gateway: str, binding: str) -> None:
+    result = _run("restart", binding, gateway=gateway)
     _assert_ok(result)
     name, reasons = _first_decision_after_restart(result)
     assert reasons[:1] in (["heartbeat_gap"], ["terminal_state"]), (name, reasons)
@@ -84,11 +103,12 @@ def test_restart_first_decision_diverges_and_stale_rises(binding: str) -> None:
     assert result.baseline_at is None or result.detected_at < result.baseline_at
 
 
-def test_polling_orchestrator_acts_on_authoritative_state_only() -> None:
+@pytest.mark.parametrize("gateway", ["python", pytest.param("go", marks=GO)])
+def test_polling_orchestrator_acts_on_authoritative_state_only(gateway: str) -> None:
     """``--no-streaming``: an orchestrator that polls GetTask faster than the heartbeat learns
     of the restart from its own poll, so none of its decisions diverges; the polls that told
     nothing new are counted as redundant instead."""
-    result = _run("restart", streaming=False)
+    result = _run("restart", streaming=False, gateway=gateway)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
@@ -98,22 +118,27 @@ def test_polling_orchestrator_acts_on_authoritative_state_only() -> None:
     assert failed and "GetTask" in str(failed[0].get("action")), _report(result)
 
 
-def test_restart_and_respelling_together_raise_both_kinds() -> None:
-    result = _run("both")
+@pytest.mark.parametrize(PEERS, SOME)
+def test_restart_and_respelling_together_raise_both_kinds(gateway: str, binding: str) -> None:
+    result = _run("both", binding, gateway=gateway)
     _assert_ok(result)
     reasons = set(result.reasons())
     assert "non_canonical_state" in reasons, _report(result)
     assert {"heartbeat_gap", "terminal_state"} & reasons, _report(result)
 
 
-def test_forgetting_worker_raises_task_lost() -> None:
-    result = _run("forget")
+@pytest.mark.parametrize(PEERS, SOME)
+def test_forgetting_worker_raises_task_lost(gateway: str, binding: str) -> None:
+    result = _run("forget", binding, gateway=gateway)
     _assert_ok(result)
     assert "task_lost" in result.reasons(), _report(result)
 
 
-def test_respelled_state_raises_non_canonical_state_on_its_observation() -> None:
-    result = _run("spelling")
+@pytest.mark.parametrize(PEERS, SOME)
+def test_respelled_state_raises_non_canonical_state_on_its_observation(
+    gateway: str, binding: str
+) -> None:
+    result = _run("spelling", binding, gateway=gateway)
     _assert_ok(result)
     carriers = [
         d
@@ -125,16 +150,19 @@ def test_respelled_state_raises_non_canonical_state_on_its_observation() -> None
     assert all(d.span.startswith("A2A ") for d in carriers)
 
 
-def test_redeploy_with_a_new_card_raises_etag_changed() -> None:
-    result = _run("redeploy")
+@pytest.mark.parametrize(PEERS, SOME)
+def test_redeploy_with_a_new_card_raises_etag_changed(gateway: str, binding: str) -> None:
+    result = _run("redeploy", binding, gateway=gateway)
     _assert_ok(result)
     _, reasons = _first_decision_after_restart(result)
     assert reasons[:1] == ["etag_changed"], _report(result)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_healthy_run_has_no_divergence_and_counts_redundant_polls(binding: str) -> None:
-    result = _run("healthy", binding)
+@pytest.mark.parametrize(PEERS, EVERY)
+def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
+    gateway: str, binding: str
+) -> None:
+    result = _run("healthy", binding, gateway=gateway)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
     assert result.metric("a2a_divergence_total") == 0

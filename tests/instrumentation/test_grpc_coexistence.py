@@ -256,3 +256,25 @@ def test_other_services_calls_are_left_to_grpc(otel: Harness) -> None:
 
         asyncio.run(aio())
     assert otel.spans() == []
+
+
+def test_grpc_is_patched_when_the_application_imports_it() -> None:
+    """``instrument()`` imports no grpc: it is patched at the application's ``import grpc``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from otel_a2a.instrumentation import A2AInstrumentor\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "i = A2AInstrumentor(); i.instrument(tracer_provider=TracerProvider())\n"
+        "print('grpc' in sys.modules)\n"
+        "import grpc\n"
+        "print(hasattr(grpc.insecure_channel, '__wrapped__'))\n"
+        "i.uninstrument(); print(hasattr(grpc.insecure_channel, '__wrapped__'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "False"]

@@ -1,10 +1,13 @@
 """Start and stop the real A2A test peers as subprocesses.
 
-Two peers with the same behaviour (see ``tests/peers/python_peer.py``):
+Three peers with the same behaviour (see ``tests/peers/python_peer.py``):
 
 - ``"python"``: a2a-sdk 1.3 (``tests/peers/python_peer.py``), run with this interpreter;
 - ``"node"``: @a2a-js/sdk 1.3.0 (``demo/node/echo_peer.mjs``, beside the demo's Node worker
-  with which it shares ``node_modules``), run with ``node``.
+  with which it shares ``node_modules``), run with ``node``;
+- ``"go"``: a2a-go v2 (``demo/go/gateway/peer.go``: the demo's Go gateway binary in its
+  ``--serve`` mode, built by ``make tools`` into ``.tools/bin``). a2a-go runs one execution per
+  task at a time: a follow-up to a waiting ``slow`` task is refused, not handed to it.
 
 Both listen on 127.0.0.1 on a free port chosen at run time and print ``READY <base_url>`` once
 they accept connections. Nothing is written to disk: stdout and stderr are read through pipes
@@ -33,13 +36,15 @@ from typing import IO, Literal
 
 from tests.support import free_port
 
-Runtime = Literal["python", "node"]
-RUNTIMES: tuple[Runtime, ...] = ("python", "node")
+Runtime = Literal["python", "node", "go"]
+RUNTIMES: tuple[Runtime, ...] = ("python", "node", "go")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_PEER = REPO_ROOT / "tests" / "peers" / "python_peer.py"
 NODE_DIR = REPO_ROOT / "demo" / "node"  # one package.json, one `npm ci`, for every Node peer
 NODE_PEER = NODE_DIR / "echo_peer.mjs"
+GO_SOURCE = REPO_ROOT / "demo" / "go" / "gateway"
+GO_PEER = REPO_ROOT / ".tools" / "bin" / "a2a-go-gateway"  # `make go-gateway`, `make tools`
 
 DEFAULT_READY_TIMEOUT = 30.0
 _STDERR_LINES = 400
@@ -54,6 +59,18 @@ def node_problem() -> str | None:
     for package in ("@a2a-js/sdk", "express"):
         if not (modules / package / "package.json").is_file():
             return f"{modules / package} is missing: run `make setup` (npm ci in {NODE_DIR})"
+    return None
+
+
+def go_problem() -> str | None:
+    """Why the Go peer cannot run here: its binary is missing or older than its source."""
+    hint = "run `make go-gateway` (Go >= 1.26 with the Go module proxy)"
+    if not GO_PEER.is_file():
+        return f"{GO_PEER} is missing: {hint}"
+    built = GO_PEER.stat().st_mtime
+    sources = [GO_SOURCE / "go.mod", GO_SOURCE / "go.sum", *GO_SOURCE.glob("*.go")]
+    if any(p.stat().st_mtime > built for p in sources if p.is_file()):
+        return f"{GO_PEER} is older than its source in {GO_SOURCE}: {hint}"
     return None
 
 
@@ -74,6 +91,8 @@ def peer_command(
     if runtime == "node":
         node = shutil.which("node") or "node"
         return [node, str(NODE_PEER), "--port", str(port), *extra]
+    if runtime == "go":
+        return [str(GO_PEER), "--serve", "--port", str(port), *extra]
     raise ValueError(f"unknown peer runtime {runtime!r}")
 
 
@@ -216,10 +235,11 @@ def start_peer(
     peer binds, a fresh port is tried (three attempts). ``slow_timeout`` bounds the wait of
     ``slow`` tasks (peer default 30 s). Raises ``PeerStartError`` with the peer's stderr.
     """
-    if runtime == "node":
-        reason = node_problem()
+    problems = {"node": node_problem, "go": go_problem}
+    if runtime in problems:
+        reason = problems[runtime]()
         if reason is not None:
-            raise PeerStartError(f"node peer unavailable: {reason}")
+            raise PeerStartError(f"{runtime} peer unavailable: {reason}")
     attempts = 1 if port is not None else 3
     last: PeerStartError | None = None
     for _ in range(attempts):

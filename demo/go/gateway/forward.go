@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"iter"
+	"log"
+	"net/http"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+)
+
+// hopByHop are the request headers a forwarder must not pass on (RFC 9110 §7.6.1), plus the
+// ones the upstream transport sets itself.
+var hopByHop = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-authenticate": true,
+	"proxy-authorization": true, "te": true, "trailer": true, "transfer-encoding": true,
+	"upgrade": true, "host": true, "content-length": true, "accept-encoding": true,
+	"content-encoding": true, "content-type": true, "accept": true,
+}
+
+// forwarder is an a2asrv.RequestHandler that answers each call with the worker's answer to
+// the same call, made through an a2a-go client transport of the same binding. It keeps no
+// task state of its own: what the orchestrator sees is what the worker said, re-spelled only
+// when --respell asks for it.
+type forwarder struct {
+	name     string // "JSON-RPC" or "HTTP+JSON", in the log
+	upstream a2aclient.Transport
+	respell  speller
+}
+
+var _ a2asrv.RequestHandler = (*forwarder)(nil)
+
+// params are the caller's headers (A2A-Version, A2A-Extensions, traceparent, ...), passed on.
+func params(ctx context.Context) a2aclient.ServiceParams {
+	out := a2aclient.ServiceParams{}
+	call, ok := a2asrv.CallContextFrom(ctx)
+	if !ok {
+		return out
+	}
+	for k, v := range call.ServiceParams().List() {
+		if !hopByHop[strings.ToLower(k)] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (f *forwarder) logf(format string, args ...any) {
+	logf(f.name+" "+format, args...)
+}
+
+// logf writes one "[gateway] ..." line on stderr, like the Python gateway.
+func logf(format string, args ...any) {
+	log.Printf("[gateway] "+format, args...)
+}
+
+func (f *forwarder) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
+	task, err := f.upstream.GetTask(ctx, params(ctx), req)
+	f.respell.task(task)
+	return task, err
+}
+
+func (f *forwarder) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	resp, err := f.upstream.ListTasks(ctx, params(ctx), req)
+	if resp != nil {
+		for _, t := range resp.Tasks {
+			f.respell.task(t)
+		}
+	}
+	return resp, err
+}
+
+func (f *forwarder) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
+	task, err := f.upstream.CancelTask(ctx, params(ctx), req)
+	f.respell.task(task)
+	return task, err
+}
+
+func (f *forwarder) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
+	res, err := f.upstream.SendMessage(ctx, params(ctx), req)
+	if task, ok := res.(*a2a.Task); ok {
+		f.respell.task(task)
+	}
+	return res, err
+}
+
+// stream passes each upstream event on as soon as it arrives (the a2asrv transport writes and
+// flushes one SSE frame per event); an upstream break ends the client's stream with its error.
+func (f *forwarder) stream(what string, events iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		f.logf("%s: stream opened", what)
+		for event, err := range events {
+			if err != nil {
+				f.logf("%s: upstream stream broke (%v); ending it", what, err)
+				yield(nil, err)
+				return
+			}
+			f.respell.event(event)
+			if !yield(event, nil) {
+				f.logf("%s: client left", what)
+				return
+			}
+		}
+		f.logf("%s: stream ended", what)
+	}
+}
+
+func (f *forwarder) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	return f.stream("SendStreamingMessage", f.upstream.SendStreamingMessage(ctx, params(ctx), req))
+}
+
+func (f *forwarder) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return f.stream("SubscribeToTask", f.upstream.SubscribeToTask(ctx, params(ctx), req))
+}
+
+func (f *forwarder) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	return f.upstream.GetTaskPushConfig(ctx, params(ctx), req)
+}
+
+func (f *forwarder) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	configs, err := f.upstream.ListTaskPushConfigs(ctx, params(ctx), req)
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.ListTaskPushConfigResponse{Configs: configs}, nil
+}
+
+func (f *forwarder) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig) (*a2a.PushConfig, error) {
+	return f.upstream.CreateTaskPushConfig(ctx, params(ctx), req)
+}
+
+func (f *forwarder) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
+	return f.upstream.DeleteTaskPushConfig(ctx, params(ctx), req)
+}
+
+func (f *forwarder) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
+	return f.upstream.GetExtendedAgentCard(ctx, params(ctx), req)
+}
+
+// mediaTypeFix presents the worker's `application/a2a+json` error bodies as
+// `application/json`: a2a-go's HTTP+JSON client (2.3.1) reads an error body only under the
+// latter and turns any other into a bare 500, so a TaskNotFound from @a2a-js/sdk (the
+// `forget` variant) would reach the orchestrator as an internal error.
+type mediaTypeFix struct{ next http.RoundTripper }
+
+func (m mediaTypeFix) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := m.next.RoundTrip(req)
+	if err == nil && resp.StatusCode >= 400 {
+		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/a2a+json") {
+			resp.Header.Set("Content-Type", "application/json"+strings.TrimPrefix(ct, "application/a2a+json"))
+		}
+	}
+	return resp, err
+}
