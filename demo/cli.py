@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from demo.model import BINDINGS, VARIANTS, ScenarioConfig, Timings
+from demo.model import BINDINGS, VARIANTS, WORKER_NAMES, ScenarioConfig, Timings
 
 DESCRIPTION = (
-    "Start a Node @a2a-js/sdk worker (durable file task store), a Python gateway and a "
+    "Start a worker (Node @a2a-js/sdk, or the A2A Java SDK with --worker jvm; durable file "
+    "task store), a Python gateway and a "
     "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
     "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
     "the detector behaved as specified. Spans go to the console (and to OTLP when "
@@ -29,6 +30,12 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
         "the card changes; healthy: no fault (default: restart)",
     )
     p.add_argument("--binding", choices=BINDINGS, default="JSONRPC", help="default: JSONRPC")
+    p.add_argument(
+        "--worker",
+        choices=WORKER_NAMES,
+        default="node",
+        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it)",
+    )
     p.add_argument(
         "--streaming",
         action=argparse.BooleanOptionalAction,
@@ -61,5 +68,6 @@ def run(args: argparse.Namespace) -> int:
         streaming=args.streaming,
         timings=timings,
         keep_dir=args.keep,
+        worker=args.worker,
     )
     return main(config, quiet=args.quiet)
