@@ -2,10 +2,11 @@
 
 Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner
 behind ``otel-a2a demo``):
-a Node ``@a2a-js/sdk`` worker with a durable file store, the Python gateway, and a Python
-a2a-sdk orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in
-a temporary folder. The assertions read what the orchestrator exported: its console spans and
-its Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
+a worker with a durable file store (the Node ``@a2a-js/sdk`` one, and the A2A Java SDK one
+over both bindings for every variant), the Python gateway, and a Python a2a-sdk orchestrator
+instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in a temporary folder.
+The assertions read what the orchestrator exported: its console spans and its Prometheus
+``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
 """
 
 from __future__ import annotations
@@ -21,14 +22,26 @@ from demo.scenario import ScenarioConfig, ScenarioResult, Timings, problem, rend
 from otel_a2a.cli import main
 from tests.support import in_ci
 
-pytestmark = pytest.mark.node
-
 TIMINGS = Timings.scaled(heartbeat=1.0)
-BINDINGS = ["JSONRPC", "HTTP+JSON"]
+NODE = pytest.mark.node
+JVM = pytest.mark.jvm
+# (worker, binding): the Node worker on JSON-RPC (both bindings where the test says so), the
+# JVM worker on both bindings everywhere
+BOTH = [
+    pytest.param("node", "JSONRPC", marks=NODE, id="node-JSONRPC"),
+    pytest.param("node", "HTTP+JSON", marks=NODE, id="node-HTTP+JSON"),
+    pytest.param("jvm", "JSONRPC", marks=JVM, id="jvm-JSONRPC"),
+    pytest.param("jvm", "HTTP+JSON", marks=JVM, id="jvm-HTTP+JSON"),
+]
+ONE = [p for p in BOTH if p.id != "node-HTTP+JSON"]
 
 
-def _run(variant: str, binding: str = "JSONRPC", *, streaming: bool = True) -> ScenarioResult:
-    config = ScenarioConfig(variant=variant, binding=binding, streaming=streaming, timings=TIMINGS)
+def _run(
+    variant: str, binding: str = "JSONRPC", *, streaming: bool = True, worker: str = "node"
+) -> ScenarioResult:
+    config = ScenarioConfig(
+        variant=variant, binding=binding, streaming=streaming, timings=TIMINGS, worker=worker
+    )
     reason = problem(config)
     if reason is not None:
         if in_ci():
@@ -69,9 +82,9 @@ def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str
     return after[0].name, list(after[0].reasons)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_restart_first_decision_diverges_and_stale_rises(binding: str) -> None:
-    result = _run("restart", binding)
+@pytest.mark.parametrize(("worker", "binding"), BOTH)
+def test_restart_first_decision_diverges_and_stale_rises(worker: str, binding: str) -> None:
+    result = _run("restart", binding, worker=worker)
     _assert_ok(result)
     name, reasons = _first_decision_after_restart(result)
     assert reasons[:1] in (["heartbeat_gap"], ["terminal_state"]), (name, reasons)
@@ -84,11 +97,14 @@ def test_restart_first_decision_diverges_and_stale_rises(binding: str) -> None:
     assert result.baseline_at is None or result.detected_at < result.baseline_at
 
 
-def test_polling_orchestrator_acts_on_authoritative_state_only() -> None:
+@pytest.mark.parametrize(
+    "worker", [pytest.param("node", marks=NODE), pytest.param("jvm", marks=JVM)]
+)
+def test_polling_orchestrator_acts_on_authoritative_state_only(worker: str) -> None:
     """``--no-streaming``: an orchestrator that polls GetTask faster than the heartbeat learns
     of the restart from its own poll, so none of its decisions diverges; the polls that told
     nothing new are counted as redundant instead."""
-    result = _run("restart", streaming=False)
+    result = _run("restart", streaming=False, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
@@ -98,22 +114,27 @@ def test_polling_orchestrator_acts_on_authoritative_state_only() -> None:
     assert failed and "GetTask" in str(failed[0].get("action")), _report(result)
 
 
-def test_restart_and_respelling_together_raise_both_kinds() -> None:
-    result = _run("both")
+@pytest.mark.parametrize(("worker", "binding"), ONE)
+def test_restart_and_respelling_together_raise_both_kinds(worker: str, binding: str) -> None:
+    result = _run("both", binding, worker=worker)
     _assert_ok(result)
     reasons = set(result.reasons())
     assert "non_canonical_state" in reasons, _report(result)
     assert {"heartbeat_gap", "terminal_state"} & reasons, _report(result)
 
 
-def test_forgetting_worker_raises_task_lost() -> None:
-    result = _run("forget")
+@pytest.mark.parametrize(("worker", "binding"), ONE)
+def test_forgetting_worker_raises_task_lost(worker: str, binding: str) -> None:
+    result = _run("forget", binding, worker=worker)
     _assert_ok(result)
     assert "task_lost" in result.reasons(), _report(result)
 
 
-def test_respelled_state_raises_non_canonical_state_on_its_observation() -> None:
-    result = _run("spelling")
+@pytest.mark.parametrize(("worker", "binding"), ONE)
+def test_respelled_state_raises_non_canonical_state_on_its_observation(
+    worker: str, binding: str
+) -> None:
+    result = _run("spelling", binding, worker=worker)
     _assert_ok(result)
     carriers = [
         d
@@ -125,16 +146,19 @@ def test_respelled_state_raises_non_canonical_state_on_its_observation() -> None
     assert all(d.span.startswith("A2A ") for d in carriers)
 
 
-def test_redeploy_with_a_new_card_raises_etag_changed() -> None:
-    result = _run("redeploy")
+@pytest.mark.parametrize(("worker", "binding"), ONE)
+def test_redeploy_with_a_new_card_raises_etag_changed(worker: str, binding: str) -> None:
+    result = _run("redeploy", binding, worker=worker)
     _assert_ok(result)
     _, reasons = _first_decision_after_restart(result)
     assert reasons[:1] == ["etag_changed"], _report(result)
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-def test_healthy_run_has_no_divergence_and_counts_redundant_polls(binding: str) -> None:
-    result = _run("healthy", binding)
+@pytest.mark.parametrize(("worker", "binding"), BOTH)
+def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
+    worker: str, binding: str
+) -> None:
+    result = _run("healthy", binding, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
     assert result.metric("a2a_divergence_total") == 0
@@ -142,6 +166,7 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(binding: str) 
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
 
 
+@NODE
 def test_a_demo_without_its_python_peers_names_the_missing_install_step(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -156,3 +181,17 @@ def test_a_demo_without_its_python_peers_names_the_missing_install_step(
         "otel-a2a demo could not run: uvicorn not installed: "
         "run `make setup` (or pip install -e '.[dev]')\n"
     )
+
+
+def test_a_jvm_demo_without_its_jar_names_the_build_step(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--worker jvm`` before ``make jvm``: the demo says so before starting any process."""
+    import demo.processes
+
+    missing = tmp_path / "a2a-jvm-worker.jar"
+    monkeypatch.setattr(demo.processes, "JVM_JAR", missing)
+    monkeypatch.setattr(demo.processes.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert main(["demo", "--worker", "jvm", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"otel-a2a demo could not run: {missing} is missing: run `make jvm`")

@@ -199,7 +199,11 @@ final class Http {
                 A2AExtensions.getRequestedExtensions(extensions), version);
     }
 
-    /** {@code configuration.returnImmediately} (final v1.0) as {@code blocking} (pre-release). */
+    /**
+     * A SendMessage's {@code configuration.returnImmediately} (final v1.0, default false) as
+     * the pre-release {@code blocking}, its negation (default false there): absent means
+     * blocking. A body that is no JSON object is left to the SDK's parser to refuse.
+     */
     static String bridgeSendConfiguration(String body, boolean jsonrpc) {
         JsonElement parsed;
         try {
@@ -211,23 +215,28 @@ final class Http {
             return body;
         }
         JsonObject root = parsed.getAsJsonObject();
+        JsonElement method = root.get("method");
+        if (jsonrpc && !(method != null && method.isJsonPrimitive() && method.getAsString().equals("SendMessage"))) {
+            return body;
+        }
         JsonElement params = jsonrpc ? root.get("params") : root;
         if (params == null || !params.isJsonObject()) {
             return body;
         }
         JsonElement configuration = params.getAsJsonObject().get("configuration");
-        if (configuration == null || !configuration.isJsonObject()) {
+        if (configuration == null) {
+            configuration = new JsonObject();
+            params.getAsJsonObject().add("configuration", configuration);
+        }
+        if (!configuration.isJsonObject()) {
             return body;
         }
         JsonObject config = configuration.getAsJsonObject();
         JsonElement immediately = config.remove("returnImmediately");
-        if (immediately == null) {
-            immediately = config.remove("return_immediately");
+        if (!config.has("blocking")) {
+            boolean now = immediately != null && immediately.isJsonPrimitive() && immediately.getAsBoolean();
+            config.addProperty("blocking", !now);
         }
-        if (immediately == null || config.has("blocking")) {
-            return immediately == null ? body : root.toString();
-        }
-        config.addProperty("blocking", !immediately.getAsBoolean());
         return root.toString();
     }
 
@@ -429,7 +438,7 @@ final class Http {
             if (path.equals("/message:send") && method.equals("POST")) {
                 response = rest.sendMessage(context, "", bridgeSendConfiguration(read(ex), false));
             } else if (path.equals("/message:stream") && method.equals("POST")) {
-                response = rest.sendStreamingMessage(context, "", bridgeSendConfiguration(read(ex), false));
+                response = rest.sendStreamingMessage(context, "", read(ex));
             } else if (path.equals("/tasks") && method.equals("GET")) {
                 response = rest.listTasks(context, "", q.get("contextId"), q.get("status"), integer(q.get("pageSize")),
                         q.get("pageToken"), integer(q.get("historyLength")), q.get("statusTimestampAfter"),

@@ -10,6 +10,7 @@ import io.a2a.server.events.MainEventBus;
 import io.a2a.server.events.MainEventBusProcessor;
 import io.a2a.server.requesthandlers.DefaultRequestHandler;
 import io.a2a.server.tasks.InMemoryPushNotificationConfigStore;
+import io.a2a.server.tasks.InMemoryTaskStore;
 import io.a2a.spec.AgentCard;
 import io.a2a.transport.jsonrpc.handler.JSONRPCHandler;
 import io.a2a.transport.rest.handler.RestHandler;
@@ -31,12 +32,15 @@ import java.util.concurrent.Executors;
  * <pre>
  *   java -jar a2a-jvm-worker.jar --port N --store DIR [--card-version V] [--heartbeat S]
  *        [--job-seconds S] [--card-max-age S] [--card-etag md5|md5-200|none] [--forget]
+ *   java -jar a2a-jvm-worker.jar --agent behave --port N [--slow-timeout S] [--card-etag ...]
  * </pre>
  *
  * Prints "READY &lt;base_url&gt;" on stdout once listening on 127.0.0.1 (N = 0 picks a free port).
  * Serves the card from a static descriptor (agent-card.json: streaming true, the heartbeat
  * extension), v1.0 JSON-RPC at /a2a/jsonrpc and v1.0 HTTP+JSON at /a2a/rest. Tasks live in
- * DIR ({@link FileTaskStore}); --forget starts with an empty store.
+ * DIR ({@link FileTaskStore}); --forget starts with an empty store. {@code --agent behave} is
+ * the test peer instead ({@link BehaviourExecutor}, peer-card.json, the SDK's in-memory store
+ * unless --store is given).
  */
 public final class Worker {
     static {
@@ -51,12 +55,19 @@ public final class Worker {
     }
 
     /** The command line, as worker.mjs reads it. */
-    record Options(int port, Path store, String cardVersion, double heartbeat, double jobSeconds,
-                   double cardMaxAge, String cardEtag, boolean forget) {
+    record Options(String agent, int port, Path store, String cardVersion, double heartbeat,
+                   double jobSeconds, double slowTimeout, double cardMaxAge, String cardEtag, boolean forget) {
+
+        boolean behave() {
+            return agent.equals("behave");
+        }
+
 
         static Options parse(String[] argv) {
+            String agent = "long-job";
             int port = 0;
             String store = "";
+            double slowTimeout = 30;
             String cardVersion = "1.0.0";
             double heartbeat = 30;
             double jobSeconds = 600;
@@ -79,6 +90,8 @@ public final class Worker {
                     throw new IllegalArgumentException(flag + " needs a value");
                 }
                 switch (flag) {
+                    case "--agent" -> agent = value;
+                    case "--slow-timeout" -> slowTimeout = Double.parseDouble(value);
                     case "--port" -> port = Integer.parseInt(value);
                     case "--store" -> store = value;
                     case "--card-version" -> cardVersion = value;
@@ -92,8 +105,14 @@ public final class Worker {
             if (port < 0 || port > 65535) {
                 throw new IllegalArgumentException("bad --port " + port);
             }
-            if (store.isEmpty()) {
+            if (!agent.matches("long-job|behave")) {
+                throw new IllegalArgumentException("--agent is long-job or behave");
+            }
+            if (store.isEmpty() && agent.equals("long-job")) {
                 throw new IllegalArgumentException("--store DIR is required");
+            }
+            if (!(slowTimeout > 0 && slowTimeout <= 30)) {
+                throw new IllegalArgumentException("--slow-timeout is > 0 and <= 30");
             }
             if (!(heartbeat > 0) || !(jobSeconds >= 0) || !(cardMaxAge >= 0)) {
                 throw new IllegalArgumentException("--heartbeat must be > 0, --job-seconds and --card-max-age >= 0");
@@ -101,28 +120,31 @@ public final class Worker {
             if (!cardEtag.matches("md5|md5-200|none")) {
                 throw new IllegalArgumentException("--card-etag is md5, md5-200 or none");
             }
-            return new Options(port, Path.of(store).toAbsolutePath(), cardVersion, heartbeat, jobSeconds,
-                    cardMaxAge, cardEtag, forget);
+            return new Options(agent, port, store.isEmpty() ? null : Path.of(store).toAbsolutePath(), cardVersion,
+                    heartbeat, jobSeconds, slowTimeout, cardMaxAge, cardEtag, forget);
         }
     }
 
     /** The static descriptor with this run's version, heartbeat and interface URLs filled in. */
     static String cardJson(Options options, String base) throws IOException {
         String text;
-        try (InputStream in = Worker.class.getResourceAsStream("/agent-card.json")) {
+        String descriptor = options.behave() ? "/peer-card.json" : "/agent-card.json";
+        try (InputStream in = Worker.class.getResourceAsStream(descriptor)) {
             if (in == null) {
-                throw new IOException("agent-card.json missing from the jar");
+                throw new IOException(descriptor + " missing from the jar");
             }
             text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
         }
         JsonObject card = JsonParser.parseString(text).getAsJsonObject();
-        card.addProperty("version", options.cardVersion());
+        if (!options.behave()) {
+            card.addProperty("version", options.cardVersion());
+        }
         for (var iface : card.getAsJsonArray("supportedInterfaces")) {
             JsonObject object = iface.getAsJsonObject();
             boolean jsonrpc = object.get("protocolBinding").getAsString().equals("JSONRPC");
             object.addProperty("url", base + (jsonrpc ? Http.JSONRPC_PATH : Http.REST_PATH));
         }
-        for (var ext : card.getAsJsonObject("capabilities").getAsJsonArray("extensions")) {
+        for (var ext : options.behave() ? new com.google.gson.JsonArray() : card.getAsJsonObject("capabilities").getAsJsonArray("extensions")) {
             JsonObject object = ext.getAsJsonObject();
             if (object.get("uri").getAsString().equals("urn:otel-a2a:heartbeat:v1")) {
                 double heartbeat = options.heartbeat();
@@ -163,15 +185,21 @@ public final class Worker {
             return;
         }
 
-        FileTaskStore store = new FileTaskStore(options.store());
-        if (options.forget()) {
-            store.clear();
-            log("started with an empty store (--forget)");
+        InMemoryTaskStore store;
+        if (options.store() == null) {
+            store = new InMemoryTaskStore();
         } else {
-            int failed = store.rehydrate();
-            if (failed > 0) {
-                log("rehydrated " + failed + " in-flight task(s) as TASK_STATE_FAILED");
+            FileTaskStore files = new FileTaskStore(options.store());
+            if (options.forget()) {
+                files.clear();
+                log("started with an empty store (--forget)");
+            } else {
+                int failed = files.rehydrate();
+                if (failed > 0) {
+                    log("rehydrated " + failed + " in-flight task(s) as TASK_STATE_FAILED");
+                }
             }
+            store = files;
         }
 
         HttpServer server;
@@ -196,7 +224,9 @@ public final class Worker {
         InMemoryPushNotificationConfigStore pushConfigs = new InMemoryPushNotificationConfigStore();
         MainEventBusProcessor processor = new MainEventBusProcessor(bus, store, task -> {}, queues);
         DefaultRequestHandler handler = DefaultRequestHandler.create(
-                new LongJobExecutor(options.heartbeat(), options.jobSeconds()), store, queues, pushConfigs,
+                options.behave() ? new BehaviourExecutor(options.slowTimeout())
+                        : new LongJobExecutor(options.heartbeat(), options.jobSeconds()),
+                store, queues, pushConfigs,
                 processor, executor, executor);
         sdkInternals(handler, processor);
 
