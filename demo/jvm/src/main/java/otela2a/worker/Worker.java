@@ -9,6 +9,7 @@ import io.a2a.server.events.InMemoryQueueManager;
 import io.a2a.server.events.MainEventBus;
 import io.a2a.server.events.MainEventBusProcessor;
 import io.a2a.server.requesthandlers.DefaultRequestHandler;
+import io.a2a.server.requesthandlers.RequestHandler;
 import io.a2a.server.tasks.InMemoryPushNotificationConfigStore;
 import io.a2a.server.tasks.InMemoryTaskStore;
 import io.a2a.spec.AgentCard;
@@ -229,8 +230,9 @@ public final class Worker {
                 store, queues, pushConfigs,
                 processor, executor, executor);
         sdkInternals(handler, processor);
+        RequestHandler traced = Telemetry.wrap(handler, Telemetry.openTelemetry(System.getenv()));
 
-        Http http = new Http(new JSONRPCHandler(card, handler, executor), new RestHandler(card, handler, executor),
+        Http http = new Http(new JSONRPCHandler(card, traced, executor), new RestHandler(card, traced, executor),
                 cardJson, options);
         http.mount(server);
         server.setExecutor(executor);
