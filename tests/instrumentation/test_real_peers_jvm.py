@@ -19,13 +19,17 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    StreamResponse,
     SubscribeToTaskRequest,
+    Task,
 )
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 
-from tests.instrumentation.conftest import Harness, divergences
+from tests.instrumentation.conftest import AheadClock, Harness, divergences
 from tests.instrumentation.test_real_peers import (
     HEARTBEAT,
     Agent,
@@ -353,3 +357,98 @@ def test_subscribing_to_a_finished_task_is_no_lost_task(otel: Harness, peer: str
     assert otel.total("a2a.divergence") == 0
     # the agent forgot a finished task: it leaves the ledger
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 0}
+
+
+# -- divergences ------------------------------------------------------------------------------
+
+
+def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode) -> None:
+    """Another process created the task: this one decides with no observation of it."""
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, _ = await clients(http, card, mode)
+            with suppress_instrumentation():  # the task is created out of our sight
+                elsewhere = await only_task(client.send_message(message("input elsewhere")))
+            followed = await only_task(client.send_message(message("echo here", elsewhere)))
+        return locals()
+
+    seen = run(scenario())
+    agent: Agent = seen["agent"]
+    elsewhere, followed = seen["elsewhere"], seen["followed"]
+    assert canonical(elsewhere.status.state) == "input-required"
+    assert canonical(followed.status.state) == "completed" and followed.id == elsewhere.id
+    assert [s.name for s in otel.spans()] == ["A2A GetAgentCard", "A2A SendMessage"]
+    send = otel.span("A2A SendMessage")
+    assert attrs(send) == task_attrs(
+        agent, mode, "SendMessage", followed, "completed", decision=True
+    )
+    assert divergences(send) == ["no_observation"]
+    assert otel.points("a2a.liveness.decisions") == [
+        ({"a2a.decision.outcome": "divergent", "a2a.agent.name": agent.name}, 1)
+    ]
+
+
+def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
+    otel: Harness, ahead: AheadClock, peer: str, mode: Mode
+) -> None:
+    """One task left ``input-required``, another working; past the heartbeat (no sleep) the
+    stale gauge counts the working one only, the follow-up on the waiting one is
+    authoritative, a cancel of the working one a ``heartbeat_gap``."""
+
+    async def ask() -> tuple[AgentCard, Agent, Task, Task]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card, agent = await resolve(http, peer)
+            client, _ = await clients(http, card, mode)
+            waiting = await only_task(client.send_message(message("input please")))
+            slow = await only_task(client.send_message(background("slow meanwhile")))
+        return card, agent, waiting, slow
+
+    async def answer(card: AgentCard) -> tuple[Task, Task]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            client, _ = await clients(http, card, mode)
+            followed = await only_task(client.send_message(message("echo done", waiting)))
+            canceled = await client.cancel_task(CancelTaskRequest(id=slow.id))
+        return followed, canceled
+
+    card, agent, waiting, slow = run(ask())
+    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 0)]
+    ahead.advance(HEARTBEAT + 1)
+    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 1)]
+    assert tracked(otel) == {"active": 1, "interrupted": 1, "terminal": 0}
+
+    followed, canceled = run(answer(card))
+    assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
+    assert canonical(canceled.status.state) == "canceled"
+    send = next(s for s in otel.spans("A2A SendMessage") if attrs(s)["a2a.task.id"] == waiting.id)
+    assert divergences(send) == []
+    assert divergences(otel.span("A2A CancelTask")) == ["heartbeat_gap"]
+    assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
+
+
+def test_late_stream_frame_after_a_newer_response_is_no_regression(
+    otel: Harness, peer: str, mode: Mode
+) -> None:
+    """A follow-up completes a subscribed slow task; the Java SDK runs it beside the waiting
+    execution, and the stream's frames, read after the completed reply, never regress."""
+
+    async def scenario() -> tuple[Task, list[StreamResponse], dict[str, float]]:
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            card = await A2ACardResolver(http, peer).get_agent_card()
+            client, streaming = await clients(http, card, mode)
+            slow = await only_task(client.send_message(background("slow x")))
+            sub = streaming.subscribe(SubscribeToTaskRequest(id=slow.id))
+            await anext(sub)  # the Task snapshot: the stream is open
+            done = await only_task(client.send_message(message("echo done", slow)))
+            after = tracked(otel)
+            rest = [e async for e in sub]
+            return done, rest, after
+
+    done, rest, after = run(scenario())
+    assert canonical(done.status.state) == "completed"
+    states = [canonical(e.status_update.status.state) for e in rest if e.HasField("status_update")]
+    assert states[-1] == "completed", rest
+    assert divergences(otel.span("A2A SubscribeToTask")) == []
+    assert after == {"active": 0, "interrupted": 0, "terminal": 1}
+    assert otel.total("a2a.divergence") == 0
