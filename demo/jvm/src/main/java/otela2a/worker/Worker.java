@@ -6,7 +6,7 @@ import com.google.protobuf.util.JsonFormat;
 import com.sun.net.httpserver.HttpServer;
 import io.a2a.grpc.utils.ProtoUtils;
 import io.a2a.server.events.InMemoryQueueManager;
-import io.a2a.server.events.MainEventBus;
+import io.a2a.server.events.CountingMainEventBus;
 import io.a2a.server.events.MainEventBusProcessor;
 import io.a2a.server.requesthandlers.DefaultRequestHandler;
 import io.a2a.server.requesthandlers.RequestHandler;
@@ -220,7 +220,7 @@ public final class Worker {
             thread.setDaemon(true);
             return thread;
         });
-        MainEventBus bus = new MainEventBus();
+        CountingMainEventBus bus = new CountingMainEventBus();
         InMemoryQueueManager queues = new InMemoryQueueManager(store, bus);
         InMemoryPushNotificationConfigStore pushConfigs = new InMemoryPushNotificationConfigStore();
         MainEventBusProcessor processor = new MainEventBusProcessor(bus, store, task -> {}, queues);
@@ -230,7 +230,9 @@ public final class Worker {
                 store, queues, pushConfigs,
                 processor, executor, executor);
         sdkInternals(handler, processor);
-        RequestHandler traced = Telemetry.wrap(handler, Telemetry.openTelemetry(System.getenv()));
+        Settled settled = new Settled(handler, store, bus);
+        processor.setCallback(settled);
+        RequestHandler traced = Telemetry.wrap(settled, Telemetry.openTelemetry(System.getenv()));
 
         Http http = new Http(new JSONRPCHandler(card, traced, executor), new RestHandler(card, traced, executor),
                 cardJson, options);
