@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"iter"
 	"log"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -140,18 +144,85 @@ func (f *forwarder) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtend
 	return f.upstream.GetExtendedAgentCard(ctx, params(ctx), req)
 }
 
-// mediaTypeFix presents the worker's `application/a2a+json` error bodies as
-// `application/json`: a2a-go's HTTP+JSON client (2.3.1) reads an error body only under the
-// latter and turns any other into a bare 500, so a TaskNotFound from @a2a-js/sdk (the
-// `forget` variant) would reach the orchestrator as an internal error.
-type mediaTypeFix struct{ next http.RoundTripper }
+// errorBodyFix makes the worker's HTTP+JSON error bodies readable by a2a-go's HTTP+JSON client
+// (2.3.1), which reads only a google.rpc.Status body (`{"error": {"code", "status", "message",
+// "details": [ErrorInfo]}}`) under `application/json` and turns anything else into a bare 500
+// or 400, so that a TaskNotFound would reach the orchestrator as another error (the `forget`
+// variant):
+//   - @a2a-js/sdk labels its error bodies `application/a2a+json`: relabelled `application/json`;
+//   - the A2A Java SDK before 1.0.0.Final answers `{"error": "io.a2a.spec.TaskNotFoundError",
+//     "message": ...}`: rewritten as the Status body whose ErrorInfo reason the class names.
+type errorBodyFix struct{ next http.RoundTripper }
 
-func (m mediaTypeFix) RoundTrip(req *http.Request) (*http.Response, error) {
+// javaReasons: the A2A error reason each a2a-java error class stands for.
+var javaReasons = map[string]string{
+	"JSONParseError": "PARSE_ERROR", "InvalidRequestError": "INVALID_REQUEST",
+	"MethodNotFoundError": "METHOD_NOT_FOUND", "InvalidParamsError": "INVALID_PARAMS",
+	"InternalError": "INTERNAL_ERROR", "TaskNotFoundError": "TASK_NOT_FOUND",
+	"TaskNotCancelableError":              "TASK_NOT_CANCELABLE",
+	"PushNotificationNotSupportedError":   "PUSH_NOTIFICATION_NOT_SUPPORTED",
+	"UnsupportedOperationError":           "UNSUPPORTED_OPERATION",
+	"ContentTypeNotSupportedError":        "CONTENT_TYPE_NOT_SUPPORTED",
+	"InvalidAgentResponseError":           "INVALID_AGENT_RESPONSE",
+	"ExtendedAgentCardNotConfiguredError": "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+	"ExtensionSupportRequiredError":       "EXTENSION_SUPPORT_REQUIRED",
+	"VersionNotSupportedError":            "VERSION_NOT_SUPPORTED",
+}
+
+// rpcStatus: the google.rpc code name of an HTTP status, as AIP-193 maps them.
+var rpcStatus = map[int]string{
+	400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+	409: "FAILED_PRECONDITION", 415: "INVALID_ARGUMENT", 500: "INTERNAL", 501: "UNIMPLEMENTED",
+	503: "UNAVAILABLE",
+}
+
+const maxErrorBody = 64 << 10 // an error body larger than this is passed on as it came
+
+func (m errorBodyFix) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := m.next.RoundTrip(req)
-	if err == nil && resp.StatusCode >= 400 {
-		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/a2a+json") {
-			resp.Header.Set("Content-Type", "application/json"+strings.TrimPrefix(ct, "application/a2a+json"))
+	if err != nil || resp.StatusCode < 400 {
+		return resp, err
+	}
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "application/a2a+json") {
+		resp.Header.Set("Content-Type", "application/json"+strings.TrimPrefix(ct, "application/a2a+json"))
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return resp, nil
+	}
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+	resp.Body.Close()
+	if readErr == nil && len(body) <= maxErrorBody {
+		if status, ok := javaStatus(resp.StatusCode, body); ok {
+			body = status
+			resp.ContentLength = int64(len(body))
+			resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		}
 	}
-	return resp, err
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// javaStatus: the google.rpc.Status body for an a2a-java class-named error body, if it is one.
+func javaStatus(code int, body []byte) ([]byte, bool) {
+	var java struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &java) != nil {
+		return nil, false
+	}
+	class := java.Error[strings.LastIndex(java.Error, ".")+1:]
+	reason, ok := javaReasons[class]
+	if !ok || !(strings.HasPrefix(java.Error, "io.a2a.spec.") || strings.HasPrefix(java.Error, "org.a2aproject.sdk.spec.")) {
+		return nil, false
+	}
+	out, err := json.Marshal(map[string]any{"error": map[string]any{
+		"code": code, "status": rpcStatus[code], "message": java.Message,
+		"details": []map[string]any{{
+			"@type":  "type.googleapis.com/google.rpc.ErrorInfo",
+			"domain": a2a.ProtocolDomain, "reason": reason,
+		}},
+	}})
+	return out, err == nil
 }

@@ -87,7 +87,7 @@ func run(upstream string, port int, sp speller) error {
 		MaxIdleConnsPerHost: 16,
 	}
 	client := &http.Client{Transport: transport}
-	sdkClient := &http.Client{Transport: mediaTypeFix{next: transport}}
+	sdkClient := &http.Client{Transport: errorBodyFix{next: transport}}
 	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return err // "listen tcp 127.0.0.1:N: bind: address already in use"
