@@ -260,7 +260,7 @@ def start_peer(
     env: Mapping[str, str] | None = None,
     options: Sequence[str] = (),
 ) -> RunningPeer:
-    """Start ``runtime``'s peer and wait for its READY line (``options``: its flags, e.g. ``--grpc``).
+    """Start ``runtime``'s peer and wait for its READY line (``options``: its flags).
 
     ``port=None`` picks a free port (bind to 0 first); if another process grabs it before the
     peer binds, a fresh port is tried (three attempts). ``slow_timeout`` bounds the wait of
