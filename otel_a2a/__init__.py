@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from otel_a2a.instrumentation import (
         A2AInstrumentor,
         DivergenceSpanProcessor,
+        instrument_grpc_channel,
         liveness_decision,
     )
     from otel_a2a.protocol.states import TaskState, normalize_task_state
@@ -31,6 +32,7 @@ _HOME = {
     "A2AInstrumentor": "otel_a2a.instrumentation",
     "DivergenceSpanProcessor": "otel_a2a.instrumentation",
     "liveness_decision": "otel_a2a.instrumentation",
+    "instrument_grpc_channel": "otel_a2a.instrumentation",
     "DivergenceReason": "otel_a2a.detect",
     "TaskStateDivergenceError": "otel_a2a.detect",
     "assert_state_authoritative": "otel_a2a.detect",
@@ -46,6 +48,7 @@ __all__ = [
     "TaskStateDivergenceError",
     "__version__",
     "assert_state_authoritative",
+    "instrument_grpc_channel",
     "liveness_decision",
     "normalize_task_state",
 ]

@@ -28,6 +28,18 @@ def python_peer_process() -> Iterator[RunningPeer]:
 
 
 @pytest.fixture(scope="session")
+def grpc_peer() -> Iterator[RunningPeer]:
+    """The same a2a-sdk 1.3 peer serving gRPC too (``--grpc``: v1.0 ``GrpcHandler`` and the
+    v0.3 compat handler on ``grpc_target``, declared in its card), one per test session."""
+    peer = start_peer("python", options=["--grpc"])
+    try:
+        assert peer.grpc_target is not None
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
 def python_peer(python_peer_process: RunningPeer) -> str:
     """Base URL (``http://127.0.0.1:<port>``) of the session's a2a-sdk 1.3 peer."""
     return python_peer_process.base_url

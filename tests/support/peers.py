@@ -153,6 +153,7 @@ class RunningPeer:
     process: subprocess.Popen[bytes]
     _stderr: deque[str] = field(default_factory=lambda: deque(maxlen=_STDERR_LINES))
     _threads: list[threading.Thread] = field(default_factory=list)
+    grpc_target: str | None = None  # ``127.0.0.1:<port>`` when it serves gRPC (``--grpc``)
 
     @property
     def card_url(self) -> str:
@@ -224,6 +225,7 @@ def _start_once(
 
     deadline = time.monotonic() + ready_timeout
     seen: list[str] = []
+    grpc_target: str | None = None
     while True:
         remaining = deadline - time.monotonic()
         item: object = None
@@ -232,9 +234,11 @@ def _start_once(
                 item = lines.get(timeout=remaining)
         if isinstance(item, str):
             seen.append(item)
+            if item.startswith("GRPC "):
+                grpc_target = item.split(" ", 1)[1].strip()
             if item.startswith("READY "):
                 base_url = item.split(" ", 1)[1].strip().rstrip("/")
-                return RunningPeer(runtime, base_url, port, process, stderr, threads)
+                return RunningPeer(runtime, base_url, port, process, stderr, threads, grpc_target)
             continue
         # EOF (the peer exited) or the deadline passed
         why = "exited before READY" if item is _EOF else f"no READY within {ready_timeout:.0f} s"
@@ -256,7 +260,7 @@ def start_peer(
     env: Mapping[str, str] | None = None,
     options: Sequence[str] = (),
 ) -> RunningPeer:
-    """Start ``runtime``'s peer and wait for its READY line.
+    """Start ``runtime``'s peer and wait for its READY line (``options``: its flags).
 
     ``port=None`` picks a free port (bind to 0 first); if another process grabs it before the
     peer binds, a fresh port is tried (three attempts). ``slow_timeout`` bounds the wait of
