@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools go-gateway test lint bench demo stack clean
+.PHONY: all setup tools go-gateway jvm test lint bench demo stack clean
 
 all: test
 
@@ -78,9 +78,22 @@ go-gateway: $(TOOLS)/bin/a2a-go-gateway
 
 tools: $(TOOLS)/bin/otelcol-a2a $(TOOLS)/bin/jaeger $(TOOLS)/bin/a2a-go-gateway
 
+# The demo's JVM worker (demo/jvm, the A2A Java SDK): one shaded jar, rebuilt only when its pom
+# or sources change. Maven's local repository (~/.m2) is the cache: offline first, online when
+# something is missing. Java 17 and Maven 3.8 are prerequisites, like Python 3.11.
+JVM_JAR := $(TOOLS)/jvm/a2a-jvm-worker.jar
+$(JVM_JAR): demo/jvm/pom.xml $(shell find demo/jvm/src -type f 2>/dev/null)
+	@command -v mvn >/dev/null && command -v java >/dev/null \
+	  || { echo "make: Java 17 and Maven are needed to build the JVM worker" >&2; exit 1; }
+	mvn -B -q -Dstyle.color=never -o -f demo/jvm/pom.xml package >/dev/null 2>&1 \
+	  || mvn -B -q -Dstyle.color=never -f demo/jvm/pom.xml package
+	install -m 0644 $(TOOLS)/jvm/target/a2a-jvm-worker.jar $@
+
+jvm: $(JVM_JAR)
+
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
-test: setup tools
+test: setup tools jvm
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-py

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from demo.model import BINDINGS, GATEWAYS, VARIANTS, ScenarioConfig, Timings
+from demo.model import BINDINGS, GATEWAYS, VARIANTS, WORKER_NAMES, ScenarioConfig, Timings
 
 DESCRIPTION = (
-    "Start a Node @a2a-js/sdk worker (durable file task store), a gateway (Python, or Go "
-    "on a2a-go with --gateway go) and a "
+    "Start a worker (Node @a2a-js/sdk, or the A2A Java SDK with --worker jvm; durable file "
+    "task store), a gateway (Python, or Go on a2a-go with --gateway go) and a "
     "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
     "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
     "the detector behaved as specified. Spans go to the console (and to OTLP when "
@@ -36,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
         default="python",
         help="python: Starlette + httpx (default); go: on the official Go SDK a2a-go, "
         "built by `make go-gateway` into .tools/bin",
+    )
+    p.add_argument(
+        "--worker",
+        choices=WORKER_NAMES,
+        default="node",
+        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it)",
     )
     p.add_argument(
         "--streaming",
@@ -70,5 +76,6 @@ def run(args: argparse.Namespace) -> int:
         timings=timings,
         keep_dir=args.keep,
         gateway=args.gateway,
+        worker=args.worker,
     )
     return main(config, quiet=args.quiet)

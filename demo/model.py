@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the CLI builds the demo's parser from here: no prometheus_c
 VARIANTS = ("restart", "spelling", "both", "healthy", "forget", "redeploy")
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 GATEWAYS = ("python", "go")  # the keys of processes.GATEWAYS (the CLI does not import it)
+WORKER_NAMES = ("node", "jvm")  # the keys of processes.WORKERS
 RESPELLING = frozenset({"spelling", "both"})  # the gateway re-spells task states
 # the variants that restart the worker: what the first decision after it must raise
 EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {

@@ -39,6 +39,8 @@ DEMO_DIR = Path(__file__).resolve().parent
 NODE_DIR = DEMO_DIR / "node"
 GO_GATEWAY_DIR = DEMO_DIR / "go" / "gateway"
 GO_GATEWAY_BIN = DEMO_DIR.parent / ".tools" / "bin" / "a2a-go-gateway"  # `make go-gateway`
+JVM_DIR = DEMO_DIR / "jvm"
+JVM_JAR = DEMO_DIR.parent / ".tools" / "jvm" / "a2a-jvm-worker.jar"  # `make jvm` builds it
 ORCHESTRATOR = DEMO_DIR / "orchestrator.py"
 READY_TIMEOUT = 30.0
 
@@ -299,6 +301,45 @@ class NodeWorker:
         return [*argv, "--forget"] if forget else argv
 
 
+def jvm_problem() -> str | None:
+    """Why the JVM worker (``jvm/``, built by ``make jvm`` into ``.tools/jvm/``) cannot run
+    here: no Java, or a jar that is missing or older than its sources."""
+    if shutil.which("java") is None:
+        return "`java` is not on PATH (Java >= 17 is needed for the A2A Java SDK worker)"
+    if not JVM_JAR.is_file():
+        return f"{JVM_JAR} is missing: run `make jvm` (Maven builds it from {JVM_DIR})"
+    built = JVM_JAR.stat().st_mtime
+    sources = [JVM_DIR / "pom.xml", *(p for p in (JVM_DIR / "src").rglob("*") if p.is_file())]
+    if any(p.stat().st_mtime > built for p in sources):
+        return f"{JVM_JAR} is older than {JVM_DIR}: run `make jvm` to rebuild it"
+    return None
+
+
+class JvmWorker:
+    """``jvm/``: the A2A Java SDK's request handler and transports on the JDK's HTTP server
+    (no CDI), a durable file task store, a card served from a static descriptor."""
+
+    runtime = "JVM"
+    label = "a2a-java worker"
+    cwd = JVM_DIR
+
+    def problem(self) -> str | None:
+        return jvm_problem()
+
+    def argv(
+        self, port: int, store: Path, timings: Timings, *, forget: bool, card_version: str
+    ) -> list[str]:
+        argv = [
+            shutil.which("java") or "java",
+            *("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"),
+            *("-jar", str(JVM_JAR)),
+            *("--port", str(port), "--store", str(store), "--card-version", card_version),
+            *("--heartbeat", f"{timings.heartbeat:g}", "--job-seconds", f"{timings.job_seconds:g}"),
+            *("--card-max-age", f"{timings.card_ttl:g}"),
+        ]
+        return [*argv, "--forget"] if forget else argv
+
+
 class PythonGateway:
     """``gateway.py``: Starlette and httpx under uvicorn, run by path with this interpreter."""
 
@@ -341,7 +382,7 @@ class GoGateway:
         return [*argv, "--respell"] if respell else argv
 
 
-WORKERS: dict[str, WorkerKind] = {"node": NodeWorker()}
+WORKERS: dict[str, WorkerKind] = {"node": NodeWorker(), "jvm": JvmWorker()}
 GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway(), "go": GoGateway()}
 
 

@@ -1,5 +1,5 @@
 """Shared pytest fixtures: real A2A peers (a2a-sdk under Python, @a2a-js/sdk under Node, a2a-go
-under Go)."""
+under Go, the A2A Java SDK under the JVM)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 
 from tests.support import in_ci
-from tests.support.peers import RunningPeer, go_problem, node_problem, start_peer
+from tests.support.peers import RunningPeer, go_problem, jvm_problem, node_problem, start_peer
 
 # Property tests assert properties, not speed: Hypothesis's default 200 ms deadline per
 # example is a wall-clock assert that a loaded 2-core CI machine can fail.
@@ -89,6 +89,28 @@ def go_peer_process() -> Iterator[RunningPeer]:
 
 
 @pytest.fixture(scope="session")
+def jvm_peer_process() -> Iterator[RunningPeer]:
+    """The A2A Java SDK peer (the demo's JVM worker jar with ``--agent behave``), one per
+    session; without java or the jar it fails under ``CI=true`` and skips otherwise."""
+    reason = jvm_problem()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the JVM A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"JVM A2A peer unavailable: {reason}")
+    peer = start_peer("jvm")
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
 def go_peer(go_peer_process: RunningPeer) -> str:
     """Base URL (``http://127.0.0.1:<port>``) of the session's a2a-go v2 peer."""
     return go_peer_process.base_url
+
+
+@pytest.fixture(scope="session")
+def jvm_peer(jvm_peer_process: RunningPeer) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) of the session's A2A Java SDK peer."""
+    return jvm_peer_process.base_url

@@ -67,6 +67,28 @@ ERROR_REASONS: dict[int, str] = {
     -32009: "VERSION_NOT_SUPPORTED",
 }
 _TASK_NOT_FOUND = "TASK_NOT_FOUND"
+# a2a-java before 1.0.0.Final (io.github.a2asdk 0.3.x and the 1.0 pre-releases) answers an
+# HTTP+JSON error as ``{"error": "<the A2AError's Java class>", "message": ...}`` with an HTTP
+# status of its own (RestHandler's HTTPRestErrorResponse); the class names the reason. Only the
+# SDK's own spec package counts: any other string is no A2A error.
+_JAVA_ERROR = re.compile(r"(?:io\.a2a|org\.a2aproject\.sdk)\.spec\.([A-Za-z]{1,64})")
+_JAVA_REASONS: dict[str, str] = {
+    "JSONParseError": "PARSE_ERROR",
+    "InvalidRequestError": "INVALID_REQUEST",
+    "MethodNotFoundError": "METHOD_NOT_FOUND",
+    "InvalidParamsError": "INVALID_PARAMS",
+    "InternalError": "INTERNAL_ERROR",
+    "TaskNotFoundError": _TASK_NOT_FOUND,
+    "TaskNotCancelableError": "TASK_NOT_CANCELABLE",
+    "PushNotificationNotSupportedError": "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    "UnsupportedOperationError": "UNSUPPORTED_OPERATION",
+    "ContentTypeNotSupportedError": "CONTENT_TYPE_NOT_SUPPORTED",
+    "InvalidAgentResponseError": "INVALID_AGENT_RESPONSE",
+    "ExtendedAgentCardNotConfiguredError": "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    "AuthenticatedExtendedCardNotConfiguredError": "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    "ExtensionSupportRequiredError": "EXTENSION_SUPPORT_REQUIRED",
+    "VersionNotSupportedError": "VERSION_NOT_SUPPORTED",
+}
 # Operations on which a bare 404 NOT_FOUND can only mean the task (push-config operations can
 # also miss the config, so they need the explicit reason).
 _TASK_ADDRESSED = frozenset(
@@ -187,6 +209,13 @@ def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
     err = doc.get("error")
     if isinstance(err, dict):
         return ResponseFacts(error=_error(request, err, status))
+    if isinstance(err, str) and status >= 400:
+        java = _JAVA_ERROR.fullmatch(err[:128])
+        if java is not None:
+            reason = _JAVA_REASONS.get(java.group(1))
+            return ResponseFacts(
+                error=_error(request, {"message": doc.get("message")}, status, reason)
+            )
     # a JSON-RPC call's reply is an envelope whatever its key order: a2a-sdk writes "result"
     # first, so "id" and "jsonrpc" are missing from the prefix of a large one
     if "result" in doc and ("jsonrpc" in doc or "id" in doc or request.binding is _JSONRPC):
@@ -202,11 +231,15 @@ def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
     return _payload(request, doc)
 
 
-def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
-    """A JSON-RPC error object or a ``google.rpc.Status`` (``{"error": {...}}``) error."""
+def _error(
+    request: A2ARequest, err: dict[str, Any], status: int, reason: str | None = None
+) -> A2AError:
+    """A JSON-RPC error object or a ``google.rpc.Status`` (``{"error": {...}}``) error; or the
+    message of one whose ``reason`` was read elsewhere (a2a-java's class-named errors)."""
     raw_code = err.get("code")
     code = raw_code if type(raw_code) is int and -(2**63) <= raw_code < 2**63 else None
-    reason = _error_info_reason(err.get("data")) or _error_info_reason(err.get("details"))
+    if reason is None:
+        reason = _error_info_reason(err.get("data")) or _error_info_reason(err.get("details"))
     if reason is None and code is not None:
         reason = ERROR_REASONS.get(code)
     not_found = reason == _TASK_NOT_FOUND

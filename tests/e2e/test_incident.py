@@ -2,11 +2,12 @@
 
 Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner
 behind ``otel-a2a demo``):
-a Node ``@a2a-js/sdk`` worker with a durable file store, a gateway (the Python one, and the Go
-one on a2a-go that ``make tools`` builds: every variant over both bindings), and a Python
-a2a-sdk orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in
-a temporary folder. The assertions read what the orchestrator exported: its console spans and
-its Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
+a worker with a durable file store (the Node ``@a2a-js/sdk`` one, or the A2A Java SDK one), a
+gateway (the Python one, or the Go one on a2a-go), and a Python a2a-sdk orchestrator
+instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in a temporary folder.
+The seed's own runtimes, a Go gateway in front of a JVM worker, play every variant over both
+bindings. The assertions read what the orchestrator exported: its console spans and its
+Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
 """
 
 from __future__ import annotations
@@ -22,31 +23,44 @@ from demo.scenario import ScenarioConfig, ScenarioResult, Timings, problem, rend
 from otel_a2a.cli import main
 from tests.support import in_ci
 
-pytestmark = pytest.mark.node
-
 TIMINGS = Timings.scaled(heartbeat=1.0)
-GO = pytest.mark.go
-# (gateway, binding): every binding through each gateway
-EVERY = [
-    ("python", "JSONRPC"),
-    ("python", "HTTP+JSON"),
-    pytest.param("go", "JSONRPC", marks=GO),
-    pytest.param("go", "HTTP+JSON", marks=GO),
-]
-# the Python gateway over JSON-RPC only, the Go gateway over both
+NODE, GO, JVM = pytest.mark.node, pytest.mark.go, pytest.mark.jvm
+
+
+def _peers(gateway: str, worker: str, binding: str) -> object:
+    marks = [m for name, m in (("go", GO), ("jvm", JVM)) if name in (gateway, worker)]
+    return pytest.param(gateway, worker, binding, marks=marks, id=f"{gateway}-{worker}-{binding}")
+
+
+# (gateway, worker, binding): the seed's runtimes (Go gateway, JVM worker) over both bindings
+# everywhere; each new runtime also beside the Python gateway / Node worker
 SOME = [
-    ("python", "JSONRPC"),
-    pytest.param("go", "JSONRPC", marks=GO),
-    pytest.param("go", "HTTP+JSON", marks=GO),
+    _peers("python", "node", "JSONRPC"),
+    _peers("go", "node", "HTTP+JSON"),
+    _peers("python", "jvm", "HTTP+JSON"),
+    _peers("go", "jvm", "JSONRPC"),
+    _peers("go", "jvm", "HTTP+JSON"),
 ]
-PEERS = "gateway,binding"
+# and the fault and the healthy run on every binding through the Python gateway and Node worker
+EVERY = [_peers("python", "node", "HTTP+JSON"), _peers("go", "node", "JSONRPC"), *SOME]
+PEERS = "gateway,worker,binding"
 
 
 def _run(
-    variant: str, binding: str = "JSONRPC", *, streaming: bool = True, gateway: str = "python"
+    variant: str,
+    binding: str = "JSONRPC",
+    *,
+    streaming: bool = True,
+    gateway: str = "python",
+    worker: str = "node",
 ) -> ScenarioResult:
     config = ScenarioConfig(
-        variant=variant, binding=binding, streaming=streaming, timings=TIMINGS, gateway=gateway
+        variant=variant,
+        binding=binding,
+        streaming=streaming,
+        timings=TIMINGS,
+        gateway=gateway,
+        worker=worker,
     )
     reason = problem(config)
     if reason is not None:
@@ -89,8 +103,10 @@ def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str
 
 
 @pytest.mark.parametrize(PEERS, EVERY)
-def test_restart_first_decision_diverges_and_stale_rises(gateway: str, binding: str) -> None:
-    result = _run("restart", binding, gateway=gateway)
+def test_restart_first_decision_diverges_and_stale_rises(
+    gateway: str, worker: str, binding: str
+) -> None:
+    result = _run("restart", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     name, reasons = _first_decision_after_restart(result)
     assert reasons[:1] in (["heartbeat_gap"], ["terminal_state"]), (name, reasons)
@@ -103,12 +119,14 @@ def test_restart_first_decision_diverges_and_stale_rises(gateway: str, binding: 
     assert result.baseline_at is None or result.detected_at < result.baseline_at
 
 
-@pytest.mark.parametrize("gateway", ["python", pytest.param("go", marks=GO)])
-def test_polling_orchestrator_acts_on_authoritative_state_only(gateway: str) -> None:
+@pytest.mark.parametrize(PEERS, [SOME[0], SOME[-1]])
+def test_polling_orchestrator_acts_on_authoritative_state_only(
+    gateway: str, worker: str, binding: str
+) -> None:
     """``--no-streaming``: an orchestrator that polls GetTask faster than the heartbeat learns
     of the restart from its own poll, so none of its decisions diverges; the polls that told
     nothing new are counted as redundant instead."""
-    result = _run("restart", streaming=False, gateway=gateway)
+    result = _run("restart", binding, streaming=False, gateway=gateway, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
@@ -119,8 +137,10 @@ def test_polling_orchestrator_acts_on_authoritative_state_only(gateway: str) -> 
 
 
 @pytest.mark.parametrize(PEERS, SOME)
-def test_restart_and_respelling_together_raise_both_kinds(gateway: str, binding: str) -> None:
-    result = _run("both", binding, gateway=gateway)
+def test_restart_and_respelling_together_raise_both_kinds(
+    gateway: str, worker: str, binding: str
+) -> None:
+    result = _run("both", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     reasons = set(result.reasons())
     assert "non_canonical_state" in reasons, _report(result)
@@ -128,17 +148,17 @@ def test_restart_and_respelling_together_raise_both_kinds(gateway: str, binding:
 
 
 @pytest.mark.parametrize(PEERS, SOME)
-def test_forgetting_worker_raises_task_lost(gateway: str, binding: str) -> None:
-    result = _run("forget", binding, gateway=gateway)
+def test_forgetting_worker_raises_task_lost(gateway: str, worker: str, binding: str) -> None:
+    result = _run("forget", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     assert "task_lost" in result.reasons(), _report(result)
 
 
 @pytest.mark.parametrize(PEERS, SOME)
 def test_respelled_state_raises_non_canonical_state_on_its_observation(
-    gateway: str, binding: str
+    gateway: str, worker: str, binding: str
 ) -> None:
-    result = _run("spelling", binding, gateway=gateway)
+    result = _run("spelling", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     carriers = [
         d
@@ -151,8 +171,10 @@ def test_respelled_state_raises_non_canonical_state_on_its_observation(
 
 
 @pytest.mark.parametrize(PEERS, SOME)
-def test_redeploy_with_a_new_card_raises_etag_changed(gateway: str, binding: str) -> None:
-    result = _run("redeploy", binding, gateway=gateway)
+def test_redeploy_with_a_new_card_raises_etag_changed(
+    gateway: str, worker: str, binding: str
+) -> None:
+    result = _run("redeploy", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     _, reasons = _first_decision_after_restart(result)
     assert reasons[:1] == ["etag_changed"], _report(result)
@@ -160,9 +182,9 @@ def test_redeploy_with_a_new_card_raises_etag_changed(gateway: str, binding: str
 
 @pytest.mark.parametrize(PEERS, EVERY)
 def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
-    gateway: str, binding: str
+    gateway: str, worker: str, binding: str
 ) -> None:
-    result = _run("healthy", binding, gateway=gateway)
+    result = _run("healthy", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
     assert result.metric("a2a_divergence_total") == 0
@@ -170,6 +192,7 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
 
 
+@NODE
 def test_a_demo_without_its_python_peers_names_the_missing_install_step(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -184,3 +207,17 @@ def test_a_demo_without_its_python_peers_names_the_missing_install_step(
         "otel-a2a demo could not run: uvicorn not installed: "
         "run `make setup` (or pip install -e '.[dev]')\n"
     )
+
+
+def test_a_jvm_demo_without_its_jar_names_the_build_step(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--worker jvm`` before ``make jvm``: the demo says so before starting any process."""
+    import demo.processes
+
+    missing = tmp_path / "a2a-jvm-worker.jar"
+    monkeypatch.setattr(demo.processes, "JVM_JAR", missing)
+    monkeypatch.setattr(demo.processes.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert main(["demo", "--worker", "jvm", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"otel-a2a demo could not run: {missing} is missing: run `make jvm`")

@@ -8,6 +8,9 @@ Three peers with the same behaviour (see ``tests/peers/python_peer.py``):
 - ``"go"``: a2a-go v2 (``demo/go/gateway/peer.go``: the demo's Go gateway binary in its
   ``--serve`` mode, built by ``make tools`` into ``.tools/bin``). a2a-go runs one execution per
   task at a time: a follow-up to a waiting ``slow`` task is refused, not handed to it.
+- ``"jvm"``: the A2A Java SDK (the demo's JVM worker jar, ``make jvm``, with
+  ``--agent behave``), run with ``java``; v1.0 only (the SDK line served here has no v0.3
+  compatibility layer).
 
 Both listen on 127.0.0.1 on a free port chosen at run time and print ``READY <base_url>`` once
 they accept connections. Nothing is written to disk: stdout and stderr are read through pipes
@@ -29,15 +32,15 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
 from tests.support import free_port
 
-Runtime = Literal["python", "node", "go"]
-RUNTIMES: tuple[Runtime, ...] = ("python", "node", "go")
+Runtime = Literal["python", "node", "go", "jvm"]
+RUNTIMES: tuple[Runtime, ...] = ("python", "node", "go", "jvm")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_PEER = REPO_ROOT / "tests" / "peers" / "python_peer.py"
@@ -45,6 +48,7 @@ NODE_DIR = REPO_ROOT / "demo" / "node"  # one package.json, one `npm ci`, for ev
 NODE_PEER = NODE_DIR / "echo_peer.mjs"
 GO_SOURCE = REPO_ROOT / "demo" / "go" / "gateway"
 GO_PEER = REPO_ROOT / ".tools" / "bin" / "a2a-go-gateway"  # `make go-gateway`, `make tools`
+JVM_JAR = REPO_ROOT / ".tools" / "jvm" / "a2a-jvm-worker.jar"  # `make jvm` builds it
 
 DEFAULT_READY_TIMEOUT = 30.0
 _STDERR_LINES = 400
@@ -74,15 +78,36 @@ def go_problem() -> str | None:
     return None
 
 
+def jvm_problem() -> str | None:
+    """Why the JVM peer cannot run here (no ``java``, or no jar: ``make jvm``)."""
+    if shutil.which("java") is None:
+        return "`java` is not on PATH (Java >= 17 is needed for the A2A Java SDK peer)"
+    if not JVM_JAR.is_file():
+        return f"{JVM_JAR} is missing: run `make jvm`"
+    return None
+
+
+def problem(runtime: Runtime) -> str | None:
+    """Why ``runtime``'s peer cannot run here, or None."""
+    problems = {"node": node_problem, "go": go_problem, "jvm": jvm_problem}
+    return problems[runtime]() if runtime in problems else None
+
+
 class PeerStartError(RuntimeError):
     """A peer did not print its READY line before the deadline (or exited first)."""
 
 
 def peer_command(
-    runtime: Runtime, port: int, slow_timeout: float | None = None, grpc: bool = False
+    runtime: Runtime,
+    port: int,
+    slow_timeout: float | None = None,
+    options: Sequence[str] = (),
+    grpc: bool = False,
 ) -> list[str]:
-    """The argv that starts ``runtime``'s peer on ``port`` (``grpc``: the Python peer only)."""
+    """The argv that starts ``runtime``'s peer on ``port`` (``options``: more of its flags;
+    ``grpc``: the Python peer only)."""
     extra = [] if slow_timeout is None else ["--slow-timeout", str(slow_timeout)]
+    extra += options
     if runtime == "python":
         grpc_flag = ["--grpc"] if grpc else []
         return [sys.executable, str(PYTHON_PEER), "--port", str(port), *extra, *grpc_flag]
@@ -93,6 +118,20 @@ def peer_command(
         return [node, str(NODE_PEER), "--port", str(port), *extra]
     if runtime == "go":
         return [str(GO_PEER), "--serve", "--port", str(port), *extra]
+    if runtime == "jvm":
+        java = shutil.which("java") or "java"
+        flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+        return [
+            java,
+            *flags,
+            "-jar",
+            str(JVM_JAR),
+            "--agent",
+            "behave",
+            "--port",
+            str(port),
+            *extra,
+        ]
     raise ValueError(f"unknown peer runtime {runtime!r}")
 
 
@@ -165,12 +204,13 @@ def _start_once(
     ready_timeout: float,
     slow_timeout: float | None,
     env: Mapping[str, str] | None,
+    options: Sequence[str] = (),
     grpc: bool = False,
 ) -> RunningPeer:
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     process = subprocess.Popen(
-        peer_command(runtime, port, slow_timeout, grpc),
+        peer_command(runtime, port, slow_timeout, options, grpc),
         cwd=str(NODE_DIR if runtime == "node" else REPO_ROOT),
         env=child_env,
         stdin=subprocess.DEVNULL,
@@ -227,6 +267,7 @@ def start_peer(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     slow_timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
     grpc: bool = False,
 ) -> RunningPeer:
     """Start ``runtime``'s peer and wait for its READY line (``grpc``: see ``python_peer``).
@@ -235,17 +276,17 @@ def start_peer(
     peer binds, a fresh port is tried (three attempts). ``slow_timeout`` bounds the wait of
     ``slow`` tasks (peer default 30 s). Raises ``PeerStartError`` with the peer's stderr.
     """
-    problems = {"node": node_problem, "go": go_problem}
-    if runtime in problems:
-        reason = problems[runtime]()
-        if reason is not None:
-            raise PeerStartError(f"{runtime} peer unavailable: {reason}")
+    reason = problem(runtime)
+    if reason is not None:
+        raise PeerStartError(f"{runtime} peer unavailable: {reason}")
     attempts = 1 if port is not None else 3
     last: PeerStartError | None = None
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
         try:
-            return _start_once(runtime, chosen, ready_timeout, slow_timeout, env, grpc)
+            return _start_once(
+                runtime, chosen, ready_timeout, slow_timeout, env, options, grpc
+            )
         except PeerStartError as exc:
             last = exc
             text = str(exc).lower()
@@ -263,6 +304,7 @@ def running_peer(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     slow_timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
     grpc: bool = False,
 ) -> Iterator[RunningPeer]:
     """``start_peer`` as a context manager that always stops the peer."""
@@ -272,6 +314,7 @@ def running_peer(
         ready_timeout=ready_timeout,
         slow_timeout=slow_timeout,
         env=env,
+        options=options,
         grpc=grpc,
     )
     try:
