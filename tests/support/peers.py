@@ -105,19 +105,19 @@ def peer_command(
     grpc: bool = False,
 ) -> list[str]:
     """The argv that starts ``runtime``'s peer on ``port`` (``options``: more of its flags;
-    ``grpc``: the Python peer only)."""
+    ``grpc``: the Python and Go peers, on a port of their own)."""
     extra = [] if slow_timeout is None else ["--slow-timeout", str(slow_timeout)]
     extra += options
     if runtime == "python":
         grpc_flag = ["--grpc"] if grpc else []
         return [sys.executable, str(PYTHON_PEER), "--port", str(port), *extra, *grpc_flag]
+    if runtime == "go":
+        return [str(GO_PEER), "--serve", "--port", str(port), *extra, *(["--grpc"] if grpc else [])]
     if grpc:
         raise ValueError(f"the {runtime} peer serves no gRPC")
     if runtime == "node":
         node = shutil.which("node") or "node"
         return [node, str(NODE_PEER), "--port", str(port), *extra]
-    if runtime == "go":
-        return [str(GO_PEER), "--serve", "--port", str(port), *extra]
     if runtime == "jvm":
         java = shutil.which("java") or "java"
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -284,9 +284,7 @@ def start_peer(
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
         try:
-            return _start_once(
-                runtime, chosen, ready_timeout, slow_timeout, env, options, grpc
-            )
+            return _start_once(runtime, chosen, ready_timeout, slow_timeout, env, options, grpc)
         except PeerStartError as exc:
             last = exc
             text = str(exc).lower()
