@@ -391,6 +391,6 @@ WORKERS: dict[str, WorkerKind] = {"node": NodeWorker(), "jvm": JvmWorker()}
 GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway(), "go": GoGateway()}
 
 
-def orchestrator_problem() -> str | None:
-    """Why the orchestrator (a plain a2a-sdk client) cannot run here."""
-    return missing_modules("a2a")
+def orchestrator_problem(binding: str = "JSONRPC") -> str | None:
+    """Why the orchestrator (a plain a2a-sdk client) cannot run here (over gRPC: grpcio)."""
+    return missing_modules("a2a", *(["grpc"] if binding == "GRPC" else []))

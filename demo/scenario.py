@@ -82,7 +82,7 @@ def problem(config: ScenarioConfig) -> str | None:
     not apply), or None."""
     return (
         not_applicable(config.variant, config.binding, config.gateway)
-        or orchestrator_problem()
+        or orchestrator_problem(config.binding)
         or GATEWAYS[config.gateway].problem()
         or WORKERS[config.worker].problem()
     )

@@ -72,7 +72,18 @@ def _run(
         pytest.skip(reason)
     result = run_scenario(config)
     _assert_cleaned_up(result)
+    _assert_binding(result, binding)
     return result
+
+
+def _assert_binding(result: ScenarioResult, binding: str) -> None:
+    """The orchestrator's A2A calls (the card aside, fetched over HTTP) took ``binding``."""
+    used = {
+        (s.get("attributes") or {}).get("a2a.binding")
+        for s in result.spans
+        if str(s.get("name")).startswith("A2A ") and s.get("name") != "A2A GetAgentCard"
+    }
+    assert used - {None} == {binding}, (used, _report(result))
 
 
 def _report(result: ScenarioResult) -> str:
