@@ -133,7 +133,7 @@ def test_restart_first_decision_diverges_and_stale_rises(
     assert result.baseline_at is None or result.detected_at < result.baseline_at
 
 
-@pytest.mark.parametrize(PEERS, [SOME[0], SOME[-1]])
+@pytest.mark.parametrize(PEERS, [SOME[0], SOME[-1], GRPC])
 def test_polling_orchestrator_acts_on_authoritative_state_only(
     gateway: str, worker: str, binding: str
 ) -> None:
