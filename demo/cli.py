@@ -4,9 +4,18 @@ when it runs from a source tree that has this folder."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
-from demo.model import BINDINGS, GATEWAYS, VARIANTS, WORKER_NAMES, ScenarioConfig, Timings
+from demo.model import (
+    BINDINGS,
+    GATEWAYS,
+    VARIANTS,
+    WORKER_NAMES,
+    ScenarioConfig,
+    Timings,
+    not_applicable,
+)
 
 DESCRIPTION = (
     "Start a worker (Node @a2a-js/sdk, or the A2A Java SDK with --worker jvm; durable file "
@@ -29,7 +38,13 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
         "spelling: the gateway spells states 'Working'; both: restart + spelling; redeploy: "
         "the card changes; healthy: no fault (default: restart)",
     )
-    p.add_argument("--binding", choices=BINDINGS, default="JSONRPC", help="default: JSONRPC")
+    p.add_argument(
+        "--binding",
+        choices=BINDINGS,
+        default="JSONRPC",
+        help="the orchestrator's binding (default: JSONRPC); GRPC needs --gateway go, which "
+        "translates it to JSON-RPC for the worker, and excludes the spelling and both variants",
+    )
     p.add_argument(
         "--gateway",
         choices=GATEWAYS,
@@ -65,6 +80,10 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
 
 
 def run(args: argparse.Namespace) -> int:
+    reason = not_applicable(args.variant, args.binding, args.gateway)
+    if reason is not None:
+        print(f"otel-a2a demo: error: {reason}", file=sys.stderr)
+        return 2
     # imported when the verb runs, so that other verbs do not pay for the run's imports
     from demo.scenario import main
 

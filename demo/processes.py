@@ -261,7 +261,7 @@ class GatewayKind(Protocol):
 
     def problem(self) -> str | None: ...
 
-    def argv(self, upstream: str, *, respell: bool) -> list[str]: ...
+    def argv(self, upstream: str, *, respell: bool, grpc: bool = False) -> list[str]: ...
 
 
 def node_problem() -> str | None:
@@ -349,7 +349,9 @@ class PythonGateway:
     def problem(self) -> str | None:
         return missing_modules("uvicorn", "starlette")
 
-    def argv(self, upstream: str, *, respell: bool) -> list[str]:
+    def argv(self, upstream: str, *, respell: bool, grpc: bool = False) -> list[str]:
+        if grpc:
+            raise ScenarioError("the Python gateway serves no gRPC")
         argv = [sys.executable, str(DEMO_DIR / "gateway.py"), "--upstream", upstream, "--port", "0"]
         return [*argv, "--respell"] if respell else argv
 
@@ -369,7 +371,8 @@ def built_problem(binary: Path, source: Path, target: str) -> str | None:
 
 class GoGateway:
     """``go/gateway``: a2a-go v2's JSON-RPC and HTTP+JSON transports over a forwarding request
-    handler, built into ``.tools/bin/a2a-go-gateway`` by the Makefile."""
+    handler, built into ``.tools/bin/a2a-go-gateway`` by the Makefile; with ``grpc``, its gRPC
+    server transport too, forwarding to the worker over JSON-RPC (a binding translation)."""
 
     runtime = "Go"
     cwd = DEMO_DIR
@@ -377,8 +380,10 @@ class GoGateway:
     def problem(self) -> str | None:
         return built_problem(GO_GATEWAY_BIN, GO_GATEWAY_DIR, "go-gateway")
 
-    def argv(self, upstream: str, *, respell: bool) -> list[str]:
+    def argv(self, upstream: str, *, respell: bool, grpc: bool = False) -> list[str]:
         argv = [str(GO_GATEWAY_BIN), "--upstream", upstream, "--port", "0"]
+        if grpc:
+            argv += ["--grpc", "--grpc-upstream", "JSONRPC"]
         return [*argv, "--respell"] if respell else argv
 
 
@@ -386,6 +391,6 @@ WORKERS: dict[str, WorkerKind] = {"node": NodeWorker(), "jvm": JvmWorker()}
 GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway(), "go": GoGateway()}
 
 
-def orchestrator_problem() -> str | None:
-    """Why the orchestrator (a plain a2a-sdk client) cannot run here."""
-    return missing_modules("a2a")
+def orchestrator_problem(binding: str = "JSONRPC") -> str | None:
+    """Why the orchestrator (a plain a2a-sdk client) cannot run here (over gRPC: grpcio)."""
+    return missing_modules("a2a", *(["grpc"] if binding == "GRPC" else []))

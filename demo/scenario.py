@@ -45,6 +45,7 @@ from demo.model import (
     ScenarioConfig,
     ScenarioResult,
     Timings,
+    not_applicable,
     total,
 )
 from demo.processes import (
@@ -77,9 +78,11 @@ Progress = Callable[[str], None]
 
 
 def problem(config: ScenarioConfig) -> str | None:
-    """Why ``config`` cannot run here (a missing runtime or package), or None."""
+    """Why ``config`` cannot run here (a missing runtime or package, a combination that does
+    not apply), or None."""
     return (
-        orchestrator_problem()
+        not_applicable(config.variant, config.binding, config.gateway)
+        or orchestrator_problem(config.binding)
         or GATEWAYS[config.gateway].problem()
         or WORKERS[config.worker].problem()
     )
@@ -132,7 +135,8 @@ class _Run:
             f"{self.worker_kind.label} ready at {worker_url} (store {self.store.name}/)",
         )
         respell = self.config.variant in RESPELLING
-        gw_argv = self.gateway_kind.argv(worker_url, respell=respell)
+        grpc = self.config.binding == "GRPC"
+        gw_argv = self.gateway_kind.argv(worker_url, respell=respell, grpc=grpc)
         _, gateway_url = self.children.start_ready("gateway", gw_argv, self.gateway_kind.cwd)
         fault = " (fault: --respell, TASK_STATE_WORKING -> Working)" if respell else ""
         self.say("gateway", f"ready at {gateway_url}{fault}")

@@ -89,6 +89,24 @@ def go_peer_process() -> Iterator[RunningPeer]:
 
 
 @pytest.fixture(scope="session")
+def go_grpc_peer() -> Iterator[RunningPeer]:
+    """The a2a-go v2 peer serving gRPC too (``--grpc``: a2a-go's ``a2agrpc`` v1.0 and v0.3
+    services on ``grpc_target``, declared in its card), one per session; without its binary
+    it fails under ``CI=true`` and skips otherwise."""
+    reason = go_problem()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the Go A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"Go A2A peer unavailable: {reason}")
+    peer = start_peer("go", options=["--grpc"])
+    try:
+        assert peer.grpc_target is not None
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
 def jvm_peer_process() -> Iterator[RunningPeer]:
     """The A2A Java SDK peer (the demo's JVM worker jar with ``--agent behave``), one per
     session; without java or the jar it fails under ``CI=true`` and skips otherwise."""

@@ -1,6 +1,7 @@
 """The Go gateway (``demo/go/gateway``, on a2a-go) in front of a real peer: the card contract
 (URLs rewritten, validators and 304 passed through), re-spelling in every style and from any
-spelling, and the start-up contract (READY line, a taken port named as such).
+spelling, gRPC translated to the worker's JSON-RPC or HTTP+JSON, and the start-up contract
+(READY line, a taken port named as such).
 
 The variants of the seeded incident through it are in test_incident.py.
 """
@@ -37,6 +38,14 @@ def _built() -> None:
 @contextlib.contextmanager
 def gateway(upstream: str, *flags: str) -> Iterator[str]:
     """A Go gateway on a free port in front of ``upstream``: its base URL."""
+    with gateway_lines(upstream, *flags) as lines:
+        yield lines["READY"]
+
+
+@contextlib.contextmanager
+def gateway_lines(upstream: str, *flags: str) -> Iterator[dict[str, str]]:
+    """A Go gateway in front of ``upstream``: its start-up lines up to READY, by first word
+    (``GRPC`` with ``--grpc``)."""
     proc = subprocess.Popen(
         [str(GO_PEER), "--upstream", upstream, "--port", "0", *flags],
         stdout=subprocess.PIPE,
@@ -45,9 +54,15 @@ def gateway(upstream: str, *flags: str) -> Iterator[str]:
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # the READY line, or EOF if it exited
-        assert line.startswith("READY "), (line, proc.stderr.read() if proc.stderr else "")
-        yield line.split()[1]
+        lines: dict[str, str] = {}
+        while "READY" not in lines:
+            line = proc.stdout.readline()  # READY (GRPC first), or EOF if it exited
+            assert line.split(" ")[0] in ("GRPC", "READY"), (
+                line,
+                proc.stderr.read() if proc.stderr else "",
+            )
+            lines[line.split()[0]] = line.split()[1]
+        yield lines
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -137,6 +152,49 @@ def test_other_paths_under_a2a_pass_as_they_are(go_peer: str) -> None:
     result = response.json()
     assert result["id"] == "v03"
     assert (result["result"]["kind"], result["result"]["status"]["state"]) == ("task", "completed")
+
+
+@pytest.mark.parametrize("upstream", ["JSONRPC", "HTTP+JSON"])
+def test_grpc_is_translated_to_the_workers_binding(python_peer: str, upstream: str) -> None:
+    """``--grpc``: a2a-go's gRPC server in front of a JSON-RPC or HTTP+JSON worker. The card
+    gains the gateway's GRPC interface (the worker's ETag kept); answers and errors come
+    back as gRPC (TaskNotFound as NOT_FOUND with its ErrorInfo reason); ``--respell`` leaves
+    the gRPC side alone (TaskState is an enum there) while JSON-RPC is re-spelled."""
+    import grpc
+    from a2a.types import a2a_pb2, a2a_pb2_grpc
+    from google.rpc import error_details_pb2, status_pb2
+
+    flags = ("--grpc", "--grpc-upstream", upstream, "--respell")
+    with gateway_lines(python_peer, *flags) as lines, httpx.Client(timeout=10.0) as http:
+        base, target = lines["READY"], lines["GRPC"]
+        card = http.get(base + CARD)
+        assert card.headers["etag"] == http.get(python_peer + CARD).headers["etag"]
+        grpc_ifaces = [
+            i for i in card.json()["supportedInterfaces"] if i["protocolBinding"] == "GRPC"
+        ]
+        assert grpc_ifaces == [{"url": target, "protocolBinding": "GRPC", "protocolVersion": "1.0"}]
+        assert send(base, "echo hi")["task"]["status"]["state"] == "Completed"
+        request = a2a_pb2.SendMessageRequest(
+            message=a2a_pb2.Message(
+                message_id=str(uuid.uuid4()),
+                role=a2a_pb2.ROLE_USER,
+                parts=[a2a_pb2.Part(text="input x")],
+            )
+        )
+        metadata = [("a2a-version", "1.0")]
+        with grpc.insecure_channel(target) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)
+            reply = stub.SendMessage(request, metadata=metadata)
+            got = stub.GetTask(a2a_pb2.GetTaskRequest(id=reply.task.id), metadata=metadata)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.GetTask(a2a_pb2.GetTaskRequest(id="no-such-task"), metadata=metadata)
+    assert reply.task.status.state == got.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    error = caught.value
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    raw = dict(error.trailing_metadata() or ())["grpc-status-details-bin"]
+    info = error_details_pb2.ErrorInfo()
+    assert status_pb2.Status.FromString(raw).details[0].Unpack(info)
+    assert info.reason == "TASK_NOT_FOUND"
 
 
 def test_a_taken_port_is_named(python_peer: str) -> None:

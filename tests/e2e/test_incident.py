@@ -1,13 +1,13 @@
 """End to end: the seeded incident over real processes (issue 5 §3).
 
-Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner
-behind ``otel-a2a demo``):
-a worker with a durable file store (the Node ``@a2a-js/sdk`` one, or the A2A Java SDK one), a
-gateway (the Python one, or the Go one on a2a-go), and a Python a2a-sdk orchestrator
-instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in a temporary folder.
-The seed's own runtimes, a Go gateway in front of a JVM worker, play every variant over both
-bindings. The assertions read what the orchestrator exported: its console spans and its
-Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
+Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner behind
+``otel-a2a demo``): a worker with a durable file store (the Node ``@a2a-js/sdk`` one, or the A2A
+Java SDK one), a gateway (the Python one, or the Go one on a2a-go), and a Python a2a-sdk
+orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in a
+temporary folder. The seed's own runtimes, a Go gateway in front of a JVM worker, play every
+variant over both HTTP bindings, and every variant that applies over gRPC (the gateway
+translating to JSON-RPC). The assertions read what the orchestrator exported: its console spans
+and its Prometheus ``/metrics``. Timings are scaled down (heartbeat 1 s, a decision every 2 s).
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ SOME = [
 ]
 # and the fault and the healthy run on every binding through the Python gateway and Node worker
 EVERY = [_peers("python", "node", "HTTP+JSON"), _peers("go", "node", "JSONRPC"), *SOME]
+# gRPC: the orchestrator to the Go gateway (a2a-go's gRPC server), which talks JSON-RPC to the
+# JVM worker; the respelling variants do not apply (TaskState is an enum on gRPC)
+GRPC = _peers("go", "jvm", "GRPC")
 PEERS = "gateway,worker,binding"
 
 
@@ -69,7 +72,18 @@ def _run(
         pytest.skip(reason)
     result = run_scenario(config)
     _assert_cleaned_up(result)
+    _assert_binding(result, binding)
     return result
+
+
+def _assert_binding(result: ScenarioResult, binding: str) -> None:
+    """The orchestrator's A2A calls (the card aside, fetched over HTTP) took ``binding``."""
+    used = {
+        (s.get("attributes") or {}).get("a2a.binding")
+        for s in result.spans
+        if str(s.get("name")).startswith("A2A ") and s.get("name") != "A2A GetAgentCard"
+    }
+    assert used - {None} == {binding}, (used, _report(result))
 
 
 def _report(result: ScenarioResult) -> str:
@@ -102,7 +116,7 @@ def _first_decision_after_restart(result: ScenarioResult) -> tuple[str, list[str
     return after[0].name, list(after[0].reasons)
 
 
-@pytest.mark.parametrize(PEERS, EVERY)
+@pytest.mark.parametrize(PEERS, [*EVERY, GRPC])
 def test_restart_first_decision_diverges_and_stale_rises(
     gateway: str, worker: str, binding: str
 ) -> None:
@@ -119,7 +133,7 @@ def test_restart_first_decision_diverges_and_stale_rises(
     assert result.baseline_at is None or result.detected_at < result.baseline_at
 
 
-@pytest.mark.parametrize(PEERS, [SOME[0], SOME[-1]])
+@pytest.mark.parametrize(PEERS, [SOME[0], SOME[-1], GRPC])
 def test_polling_orchestrator_acts_on_authoritative_state_only(
     gateway: str, worker: str, binding: str
 ) -> None:
@@ -147,7 +161,7 @@ def test_restart_and_respelling_together_raise_both_kinds(
     assert {"heartbeat_gap", "terminal_state"} & reasons, _report(result)
 
 
-@pytest.mark.parametrize(PEERS, SOME)
+@pytest.mark.parametrize(PEERS, [*SOME, GRPC])
 def test_forgetting_worker_raises_task_lost(gateway: str, worker: str, binding: str) -> None:
     result = _run("forget", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
@@ -170,7 +184,7 @@ def test_respelled_state_raises_non_canonical_state_on_its_observation(
     assert all(d.span.startswith("A2A ") for d in carriers)
 
 
-@pytest.mark.parametrize(PEERS, SOME)
+@pytest.mark.parametrize(PEERS, [*SOME, GRPC])
 def test_redeploy_with_a_new_card_raises_etag_changed(
     gateway: str, worker: str, binding: str
 ) -> None:
@@ -180,7 +194,7 @@ def test_redeploy_with_a_new_card_raises_etag_changed(
     assert reasons[:1] == ["etag_changed"], _report(result)
 
 
-@pytest.mark.parametrize(PEERS, EVERY)
+@pytest.mark.parametrize(PEERS, [*EVERY, GRPC])
 def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
     gateway: str, worker: str, binding: str
 ) -> None:
@@ -190,6 +204,33 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
     assert result.metric("a2a_divergence_total") == 0
     assert result.metric("a2a_task_get_redundant_total") > 0
     assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["--binding", "GRPC"],
+            "--binding GRPC needs --gateway go (the python gateway serves no gRPC)",
+        ),
+        (
+            ["--binding", "GRPC", "--gateway", "go", "--variant", "spelling"],
+            "--variant spelling does not apply over gRPC: TaskState is a protobuf enum there, "
+            "so the gateway cannot re-spell it (use JSONRPC or HTTP+JSON)",
+        ),
+        (
+            ["--binding", "GRPC", "--gateway", "go", "--variant", "both"],
+            "--variant both does not apply over gRPC: TaskState is a protobuf enum there, "
+            "so the gateway cannot re-spell it (use JSONRPC or HTTP+JSON)",
+        ),
+    ],
+)
+def test_grpc_combinations_that_do_not_apply_are_refused(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before any process starts, whatever is installed."""
+    assert main(["demo", "--quiet", *argv]) == 2
+    assert capsys.readouterr().err == f"otel-a2a demo: error: {error}\n"
 
 
 @NODE

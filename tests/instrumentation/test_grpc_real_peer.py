@@ -1,14 +1,17 @@
-"""Spans, events and metrics of A2A over gRPC against the real a2a-sdk 1.3 servers.
+"""Spans, events and metrics of A2A over gRPC against the real a2a-sdk 1.3 and a2a-go servers.
 
 The Python peer (``tests/peers/python_peer.py --grpc``) serves a2a-sdk's ``GrpcHandler`` (v1.0,
 ``lf.a2a.v1.A2AService``) and its v0.3 ``CompatGrpcHandler`` (``a2a.v1.A2AService``) on one
-loopback port, which its card declares as two ``GRPC`` interfaces. The a2a-sdk client drives
+loopback port, which its card declares as two ``GRPC`` interfaces; the Go peer
+(``demo/go/gateway --serve --grpc``) does the same with a2a-go's ``a2agrpc`` v1 and v0 handlers,
+and runs every test here but the one that needs a follow-up message to a running task (a2a-go
+refuses it). Its own gRPC habits are in ``test_grpc_real_go_peer.py``. The a2a-sdk client drives
 them (``grpc_channel_factory=grpc.aio.insecure_channel``, resolved at call time: the channels
-are made while instrumented); v0.3 is selected by handing the factory the card with only its
-0.3 gRPC interface, and has no ListTasks. The sync channel is driven through the generated
-stub, as a sync application would. The card is fetched over HTTP by the instrumented httpx
-client, so gRPC calls are attributed to the agent (``a2a.agent.url`` the card's base URL)
-under its etag. No sleeps: every wait is on what the peer sends.
+are made while instrumented); v0.3 is selected by handing the factory the card with only its 0.3
+gRPC interface, and has no ListTasks. The sync channel is driven through the generated stub, as
+a sync application would. The card is fetched over HTTP by the instrumented httpx client, so
+gRPC calls are attributed to the agent (``a2a.agent.url`` the card's base URL) under its etag.
+No sleeps: every wait is on what the peer sends.
 """
 
 from __future__ import annotations
@@ -56,6 +59,16 @@ MODES = [
     pytest.param(Mode("GRPC", "0.3"), id="grpc-0.3"),
 ]
 V1 = Mode("GRPC", "1.0")
+# a2a-sdk's GrpcHandler, and a2a-go's a2agrpc server (demo/go/gateway --serve --grpc)
+PEERS = ["python", pytest.param("go", marks=pytest.mark.go)]
+
+
+@pytest.fixture(params=PEERS)
+def peer(request: pytest.FixtureRequest) -> RunningPeer:
+    """The session's gRPC-serving Python or Go peer (Go fails loudly under CI=true)."""
+    name = "grpc_peer" if request.param == "python" else "go_grpc_peer"
+    value: RunningPeer = request.getfixturevalue(name)
+    return value
 
 
 @pytest.fixture(params=MODES)
@@ -116,10 +129,10 @@ def test_wire_spelling_is_the_grpc_rule() -> None:
     assert wire(Mode("GRPC", "0.3"), "canceled") == "TASK_STATE_CANCELLED"
 
 
-def test_send_get_list_cancel(otel: Harness, grpc_peer: RunningPeer, mode: Mode) -> None:
+def test_send_get_list_cancel(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, agent = await resolve(http, grpc_peer.base_url)
+            card, agent = await resolve(http, peer.base_url)
         client, _ = await clients(card, mode)
         done = await only_task(client.send_message(message("echo hi")))
         got = await client.get_task(GetTaskRequest(id=done.id))
@@ -170,12 +183,10 @@ def test_send_get_list_cancel(otel: Harness, grpc_peer: RunningPeer, mode: Mode)
     assert otel.total("a2a.instrumentation.errors") == 0
 
 
-def test_streams_status_events_and_follow_up(
-    otel: Harness, grpc_peer: RunningPeer, mode: Mode
-) -> None:
+def test_streams_status_events_and_follow_up(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, agent = await resolve(http, grpc_peer.base_url)
+            card, agent = await resolve(http, peer.base_url)
         client, streaming = await clients(card, mode)
         echo = [e async for e in streaming.send_message(message("echo stream"))]
         asked = [e async for e in streaming.send_message(message("input please"))]
@@ -212,10 +223,10 @@ def test_streams_status_events_and_follow_up(
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
-def test_subscribe_then_cancel(otel: Harness, grpc_peer: RunningPeer, mode: Mode) -> None:
+def test_subscribe_then_cancel(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, agent = await resolve(http, grpc_peer.base_url)
+            card, agent = await resolve(http, peer.base_url)
         client, streaming = await clients(card, mode)
         slow = await only_task(client.send_message(background("slow subscribe")))
         subscription = streaming.subscribe(SubscribeToTaskRequest(id=slow.id))
@@ -228,11 +239,13 @@ def test_subscribe_then_cancel(otel: Harness, grpc_peer: RunningPeer, mode: Mode
     agent: Agent = seen["agent"]
     slow, first, rest = seen["slow"], seen["first"], seen["rest"]
     assert first.HasField("task") and first.task.id == slow.id
-    assert [canonical(e.status_update.status.state) for e in rest] == ["canceled"]
+    # a2a-go's executor may write its working update after the subscription opened
+    states = [canonical(e.status_update.status.state) for e in rest]
+    assert states[-1:] == ["canceled"] and set(states[:-1]) <= {"working"}
     span = otel.span("A2A SubscribeToTask")
     assert attrs(span) == task_attrs(agent, mode, "SubscribeToTask", slow, "canceled")
     assert status_events(span) == streamed_updates(mode, [first, *rest])
-    assert [e.name for e in span.events] == ["a2a.task.status"]
+    assert [e.name for e in span.events] == ["a2a.task.status"] * len(rest)
     cancel = otel.span("A2A CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert otel.total("a2a.divergence") == 0
@@ -242,7 +255,8 @@ def test_subscribe_then_cancel(otel: Harness, grpc_peer: RunningPeer, mode: Mode
 def test_stream_left_working_is_an_abnormal_end(
     otel: Harness, grpc_peer: RunningPeer, mode: Mode
 ) -> None:
-    """A ``slow`` stream released by a follow-up ends with its task still working."""
+    """A ``slow`` stream released by a follow-up ends with its task still working (the
+    Python peer only: a2a-go refuses a message to a task whose execution runs)."""
 
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
@@ -274,12 +288,12 @@ def test_stream_left_working_is_an_abnormal_end(
     assert attrs(span)["rpc.grpc.status_code"] == 0
 
 
-def test_task_not_found_status(otel: Harness, grpc_peer: RunningPeer, mode: Mode) -> None:
+def test_task_not_found_status(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
     """An unknown task: the host gets the SDK's error; the span its status and reason."""
 
     async def scenario() -> BaseException:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, _ = await resolve(http, grpc_peer.base_url)
+            card, _ = await resolve(http, peer.base_url)
         client, _ = await clients(card, mode)
         try:
             await client.get_task(GetTaskRequest(id="no-such-task"))
@@ -288,7 +302,11 @@ def test_task_not_found_status(otel: Harness, grpc_peer: RunningPeer, mode: Mode
         raise AssertionError("GetTask of an unknown task succeeded")
 
     error = run(scenario())
-    assert type(error).__name__ == "TaskNotFoundError"
+    # a2a-sdk's v0.3 gRPC client knows the error by a "TaskNotFoundError: " prefix of the
+    # status message, which a2a-go does not write (test_grpc_real_go_peer.py): a plain error
+    # for the host there; otel-a2a reads the status code and ErrorInfo reason either way
+    v03_go = peer.runtime == "go" and mode.version == "0.3"
+    assert type(error).__name__ == ("A2AClientError" if v03_go else "TaskNotFoundError")
     span = otel.span("A2A GetTask")
     assert attrs(span)["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
     assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
@@ -296,10 +314,10 @@ def test_task_not_found_status(otel: Harness, grpc_peer: RunningPeer, mode: Mode
     assert attrs(span)["a2a.task.id"] == "no-such-task"
 
 
-def test_follow_up_to_a_task_never_observed(otel: Harness, grpc_peer: RunningPeer) -> None:
+def test_follow_up_to_a_task_never_observed(otel: Harness, peer: RunningPeer) -> None:
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, agent = await resolve(http, grpc_peer.base_url)
+            card, agent = await resolve(http, peer.base_url)
         client, _ = await clients(card, V1)
         with suppress_instrumentation():
             elsewhere = await only_task(client.send_message(message("input elsewhere")))
@@ -337,18 +355,18 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, grpc_peer: RunningPee
     ]
 
 
-def test_sync_channel_unary_and_stream(otel: Harness, grpc_peer: RunningPeer) -> None:
+def test_sync_channel_unary_and_stream(otel: Harness, peer: RunningPeer) -> None:
     """A sync application on ``grpc.insecure_channel`` and the generated stub."""
     from a2a.types import a2a_pb2
 
     async def card() -> Agent:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            return (await resolve(http, grpc_peer.base_url))[1]
+            return (await resolve(http, peer.base_url))[1]
 
     agent = run(card())
-    assert grpc_peer.grpc_target is not None
+    assert peer.grpc_target is not None
     metadata = [("a2a-version", "1.0")]
-    with grpc.insecure_channel(grpc_peer.grpc_target) as channel:
+    with grpc.insecure_channel(peer.grpc_target) as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)
         stream = stub.SendStreamingMessage(message("echo sync"), metadata=metadata)
         events = list(stream)
@@ -370,14 +388,14 @@ def test_sync_channel_unary_and_stream(otel: Harness, grpc_peer: RunningPeer) ->
     assert otel.total("a2a.instrumentation.errors") == 0
 
 
-def test_push_config_creation_is_a_decision(otel: Harness, grpc_peer: RunningPeer) -> None:
+def test_push_config_creation_is_a_decision(otel: Harness, peer: RunningPeer) -> None:
     """CreateTaskPushNotificationConfig on a task seen live: judged before it leaves (the
     peer declines push notifications: the host gets the SDK's error, the span its status)."""
     from a2a.types import TaskPushNotificationConfig
 
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, agent = await resolve(http, grpc_peer.base_url)
+            card, agent = await resolve(http, peer.base_url)
         client, _ = await clients(card, V1)
         waiting = await only_task(client.send_message(message("input push")))
         config = TaskPushNotificationConfig(task_id=waiting.id, url="http://127.0.0.1:9/hook")
@@ -403,7 +421,7 @@ def test_push_config_creation_is_a_decision(otel: Harness, grpc_peer: RunningPee
     assert otel.total("a2a.divergence") == 0
 
 
-def test_extended_card_over_grpc(otel: Harness, grpc_peer: RunningPeer) -> None:
+def test_extended_card_over_grpc(otel: Harness, peer: RunningPeer) -> None:
     """GetExtendedAgentCard: the card's own etag (JCS of its ProtoJSON form, as over HTTP) and
     fields on its span; the etag in force stays the well-known card's."""
     from a2a.types import GetExtendedAgentCardRequest
@@ -413,7 +431,7 @@ def test_extended_card_over_grpc(otel: Harness, grpc_peer: RunningPeer) -> None:
 
     async def scenario() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            card, agent = await resolve(http, grpc_peer.base_url)
+            card, agent = await resolve(http, peer.base_url)
         client, _ = await clients(card, V1)
         extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
         done = await only_task(client.send_message(message("echo after")))

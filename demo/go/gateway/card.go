@@ -13,9 +13,10 @@ const cardPath = "/.well-known/agent-card.json"
 // cardHandler forwards the worker's card at the HTTP level (validators and 304 included), its
 // interface URLs pointed at the gateway.
 type cardHandler struct {
-	client   *http.Client
-	upstream string
-	public   string
+	client     *http.Client
+	upstream   string
+	public     string
+	grpcTarget string // the gateway's gRPC server, added as a v1.0 GRPC interface; "" for none
 }
 
 func (h *cardHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,12 +52,14 @@ func (h *cardHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(body)
 		return
 	}
-	writeJSON(w, http.StatusOK, rewriteCard(body, h.upstream, h.public))
+	writeJSON(w, http.StatusOK, rewriteCard(body, h.upstream, h.public, h.grpcTarget))
 }
 
-// rewriteCard points the card's interface URLs (v1.0 and v0.3 fields) at the gateway; a body
-// that is not a JSON object passes unchanged.
-func rewriteCard(body []byte, upstream, public string) []byte {
+// rewriteCard points the card's interface URLs (v1.0 and v0.3 fields) at the gateway and,
+// with a gRPC target, adds the gateway's gRPC interface to a v1.0 card's supportedInterfaces
+// (the worker's ETag still goes with the card: the gateway adds a way in, not a change of
+// agent); a body that is not a JSON object passes unchanged.
+func rewriteCard(body []byte, upstream, public, grpcTarget string) []byte {
 	var card map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber() // numbers as written
@@ -77,6 +80,11 @@ func rewriteCard(body []byte, upstream, public string) []byte {
 		}
 	}
 	fix(card)
+	if list, ok := card["supportedInterfaces"].([]any); ok && grpcTarget != "" {
+		card["supportedInterfaces"] = append(list, map[string]any{
+			"url": grpcTarget, "protocolBinding": "GRPC", "protocolVersion": "1.0",
+		})
+	}
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)

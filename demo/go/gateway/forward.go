@@ -37,7 +37,9 @@ type forwarder struct {
 
 var _ a2asrv.RequestHandler = (*forwarder)(nil)
 
-// params are the caller's headers (A2A-Version, A2A-Extensions, traceparent, ...), passed on.
+// params are the caller's headers (A2A-Version, A2A-Extensions, traceparent, ...) or gRPC
+// metadata, passed on; a gRPC caller's transport entries (the :authority pseudo-header,
+// grpc-*) are not HTTP headers and stay behind.
 func params(ctx context.Context) a2aclient.ServiceParams {
 	out := a2aclient.ServiceParams{}
 	call, ok := a2asrv.CallContextFrom(ctx)
@@ -45,7 +47,8 @@ func params(ctx context.Context) a2aclient.ServiceParams {
 		return out
 	}
 	for k, v := range call.ServiceParams().List() {
-		if !hopByHop[strings.ToLower(k)] {
+		key := strings.ToLower(k)
+		if !hopByHop[key] && !strings.HasPrefix(key, ":") && !strings.HasPrefix(key, "grpc-") {
 			out[k] = v
 		}
 	}

@@ -31,6 +31,9 @@ import (
 // It serves, on 127.0.0.1: the card (a2a-go's static card handler: no ETag, no
 // Cache-Control, no 304), v1.0 JSON-RPC at /a2a/jsonrpc, v1.0 HTTP+JSON at /a2a/rest, and
 // a2a-go's v0.3 compatibility transports at /a2a/v0.3/jsonrpc and /a2a/v0.3/rest (/v1/...).
+// With --grpc, a2a-go's gRPC server transport too (a2agrpc: v1.0 lf.a2a.v1.A2AService and the
+// v0.3 a2a.v1.A2AService) on a port of its own, printed on a "GRPC <host:port>" line before
+// READY and declared in the card as two GRPC interfaces, with an extended card.
 
 const (
 	heartbeatURI     = "urn:otel-a2a:heartbeat:v1"
@@ -142,24 +145,36 @@ func (b *behaviour) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	}
 }
 
-func peerCard(base string) *a2a.AgentCard {
+// peerCard is the test peer's card; with a gRPC target it declares a2a-go's gRPC server
+// (v1.0 and v0.3) and an extended card (served over every binding, fetched over gRPC by
+// the tests), as the Python peer's --grpc mode does.
+func peerCard(base, grpcTarget string) *a2a.AgentCard {
 	iface := func(path string, binding a2a.TransportProtocol, version a2a.ProtocolVersion) *a2a.AgentInterface {
 		i := a2a.NewAgentInterface(base+path, binding)
 		i.ProtocolVersion = version
 		return i
 	}
+	interfaces := []*a2a.AgentInterface{
+		iface("/a2a/jsonrpc", a2a.TransportProtocolJSONRPC, "1.0"),
+		iface("/a2a/rest", a2a.TransportProtocolHTTPJSON, "1.0"),
+		iface("/a2a/v0.3/jsonrpc", a2a.TransportProtocolJSONRPC, "0.3"),
+		iface("/a2a/v0.3/rest", a2a.TransportProtocolHTTPJSON, "0.3"),
+	}
+	if grpcTarget != "" {
+		for _, version := range []a2a.ProtocolVersion{"1.0", "0.3"} {
+			i := a2a.NewAgentInterface(grpcTarget, a2a.TransportProtocolGRPC)
+			i.ProtocolVersion = version
+			interfaces = append(interfaces, i)
+		}
+	}
 	return &a2a.AgentCard{
-		Name:        "otel-a2a Go test peer",
-		Description: "a2a-go v2 peer whose behaviour follows the message text",
-		Version:     "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{
-			iface("/a2a/jsonrpc", a2a.TransportProtocolJSONRPC, "1.0"),
-			iface("/a2a/rest", a2a.TransportProtocolHTTPJSON, "1.0"),
-			iface("/a2a/v0.3/jsonrpc", a2a.TransportProtocolJSONRPC, "0.3"),
-			iface("/a2a/v0.3/rest", a2a.TransportProtocolHTTPJSON, "0.3"),
-		},
+		Name:                "otel-a2a Go test peer",
+		Description:         "a2a-go v2 peer whose behaviour follows the message text",
+		Version:             "1.0.0",
+		SupportedInterfaces: interfaces,
 		Capabilities: a2a.AgentCapabilities{
-			Streaming: true,
+			Streaming:         true,
+			ExtendedAgentCard: grpcTarget != "",
 			Extensions: []a2a.AgentExtension{{
 				URI:         heartbeatURI,
 				Description: "Task liveness: an authoritative observation is fresh for this long",
@@ -177,16 +192,23 @@ func peerCard(base string) *a2a.AgentCard {
 	}
 }
 
-// servePeer runs the test peer until SIGTERM/SIGINT.
-func servePeer(port int, slowTimeout time.Duration) error {
+// servePeer runs the test peer until SIGTERM/SIGINT (withGRPC: a2a-go's gRPC server too).
+func servePeer(port int, slowTimeout time.Duration, withGRPC bool) error {
 	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return err
 	}
 	base := "http://" + listener.Addr().String()
-	card := peerCard(base)
-	handler := a2asrv.NewHandler(
-		&behaviour{waiting: &waiters{chans: map[a2a.TaskID]chan struct{}{}}, slowTimeout: slowTimeout},
+	var g *grpcServer
+	target := ""
+	if withGRPC {
+		if g, err = listenGRPC(); err != nil {
+			return err
+		}
+		target = g.target()
+	}
+	card := peerCard(base, target)
+	options := []a2asrv.RequestHandlerOption{
 		a2asrv.WithCapabilityChecks(&card.Capabilities),
 		// a2a-go's in-memory store lists only the tasks of a named caller (ListTasks answers
 		// -31401 Unauthenticated to an anonymous one); the test peer has no authentication:
@@ -194,7 +216,19 @@ func servePeer(port int, slowTimeout time.Duration) error {
 		a2asrv.WithTaskStore(taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{
 			Authenticator: func(context.Context) (string, error) { return "test", nil },
 		})),
+	}
+	if withGRPC {
+		extended := *card
+		extended.Version = "1.0.0-extended"
+		options = append(options, a2asrv.WithExtendedAgentCard(&extended))
+	}
+	handler := a2asrv.NewHandler(
+		&behaviour{waiting: &waiters{chans: map[a2a.TaskID]chan struct{}{}}, slowTimeout: slowTimeout},
+		options...,
 	)
+	if g != nil {
+		g.serve(handler, true)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	mux.Handle("/a2a/jsonrpc", a2asrv.NewJSONRPCHandler(handler))
@@ -203,5 +237,5 @@ func servePeer(port int, slowTimeout time.Duration) error {
 	// a2a-go's v0.3 HTTP+JSON routes have no /v1 prefix (/message:send); v0.3 clients (the
 	// Python SDK's, the spec's examples) append /v1/... to the interface URL
 	mux.Handle("/a2a/v0.3/rest/v1/", http.StripPrefix("/a2a/v0.3/rest/v1", a2av0.NewRESTHandler(handler)))
-	return serveUntilSignal(listener, mux)
+	return serveUntilSignal(listener, mux, g)
 }
