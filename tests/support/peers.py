@@ -108,6 +108,8 @@ def peer_command(
     if runtime == "node":
         node = shutil.which("node") or "node"
         return [node, str(NODE_PEER), "--port", str(port), *extra]
+    if runtime == "go":
+        return [str(GO_PEER), "--serve", "--port", str(port), *extra]
     if runtime == "jvm":
         java = shutil.which("java") or "java"
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
