@@ -1,8 +1,8 @@
 """otel-a2a: OpenTelemetry detection of silent task-state divergence between A2A agents.
 
-See :mod:`otel_a2a.instrumentation` for the user manual and docs/configuration.md for every setting.
-Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
-``otel_a2a.detect``) never imports OpenTelemetry or httpx.
+See :mod:`otel_a2a.instrumentation` for the user manual and docs/configuration.md for every
+setting. Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
+``otel_a2a.detect``) never imports OpenTelemetry, httpx or grpc.
 """
 
 from __future__ import annotations
