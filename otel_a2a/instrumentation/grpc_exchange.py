@@ -264,13 +264,18 @@ class GrpcExchange:
                 span.set_status(Status(StatusCode.ERROR, kind))
             return
         name = getattr(code, "name", str(number))
-        error = wire.status_error(name, trailing_metadata, details)
+        error = wire.status_error(self.a2a, name, trailing_metadata, details)
         self._attrs[sc.ERROR_TYPE] = error.reason or name
         if span.is_recording():
             span.set_status(Status(StatusCode.ERROR, error.reason or name))
         task_id = self.a2a.task_id
         if error.task_not_found and task_id:
             self.rt.task_not_found(span, task_id, self.a2a.operation.value, time.monotonic())
+        elif error.report is not None:  # a refusal that states the task's state
+            report = error.report
+            if report.state is not None and report.state.state.is_terminal:
+                self._terminal_seen = True
+            self.rt.error_reply(self.rt.fresh(self.peer), report, time.monotonic())
 
 
 def _code_number(code: Any) -> int | None:

@@ -251,16 +251,25 @@ def _error(
     ):
         not_found = True
         reason = _TASK_NOT_FOUND
+    return judged_error(request, code, reason, not_found, err.get("message"))
+
+
+def judged_error(
+    request: A2ARequest, code: int | None, reason: str | None, not_found: bool, message: object
+) -> A2AError:
+    """The error whose ``reason`` was read off the wire (any binding), with what its
+    ``message`` adds: a2a-go's "no active execution" is no lost task, and a state the message
+    spells is a report of kind ``"error-reply"`` about the task the request named."""
     if (
         not_found
         and request.operation is Operation.SUBSCRIBE_TO_TASK
-        and _NO_ACTIVE_EXECUTION in str(err.get("message"))[:_MAX_MESSAGE]
+        and _NO_ACTIVE_EXECUTION in str(message)[:_MAX_MESSAGE]
     ):
         not_found = False
     report = None
     task_id = request.task_id
     if task_id and reason in _STATE_REASONS:
-        reading = _stated_state(err.get("message"))
+        reading = _stated_state(message)
         if reading is None and reason == _NOT_CANCELABLE:
             reading = NOT_CANCELABLE
         if reading is not None:

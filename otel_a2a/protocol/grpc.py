@@ -15,6 +15,7 @@ from typing import Any
 
 from otel_a2a.protocol._util import MAX_ID_LEN
 from otel_a2a.protocol.classify import GRPC_METHODS, GRPC_METHODS_V03, parse_version
+from otel_a2a.protocol.extract import judged_error
 from otel_a2a.protocol.model import A2AError, A2ARequest, Binding, Operation, ResponseFacts
 from otel_a2a.protocol.model import TaskReport as Report
 from otel_a2a.protocol.states import read_state
@@ -172,14 +173,17 @@ def _response_facts(op: Operation, message: Any, version: str | None) -> Respons
 
 
 def status_error(
-    code: str, trailing_metadata: Iterable[tuple[str, Any]] | None, details: object = None
+    request: A2ARequest,
+    code: str,
+    trailing_metadata: Iterable[tuple[str, Any]] | None,
+    details: object = None,
 ) -> A2AError:
-    """The A2A error a non-OK status states: the ``google.rpc.ErrorInfo`` reason in its
-    ``grpc-status-details-bin`` trailer (a ``google.rpc.Status``: v1.0), else, for v0.3's
-    ``NOT_FOUND`` whose details name ``TaskNotFoundError`` (a2a-sdk's v0.3 handler spells
-    its errors so), ``TASK_NOT_FOUND``, else the status code's name (``UNAVAILABLE``). The
-    trailer is read by hand (three nested messages, a few fields): no generated type to
-    import for it."""
+    """The A2A error a non-OK status states about ``request``: the ``google.rpc.ErrorInfo``
+    reason in its ``grpc-status-details-bin`` trailer (a ``google.rpc.Status``: v1.0), else,
+    for v0.3's ``NOT_FOUND`` whose details name ``TaskNotFoundError`` (a2a-sdk's v0.3 handler
+    spells its errors so), ``TASK_NOT_FOUND``, else the status code's name (``UNAVAILABLE``);
+    the status details (its message) are read as over HTTP (``judged_error``). The trailer is
+    read by hand (three nested messages, a few fields): no generated type to import for it."""
     try:
         reason = _error_info_reason(trailing_metadata)
     except (ValueError, TypeError):
@@ -187,7 +191,7 @@ def status_error(
     v03_not_found = isinstance(details, str) and details.startswith(_V03_NOT_FOUND)
     if reason is None and code == "NOT_FOUND" and v03_not_found:
         reason = TASK_NOT_FOUND
-    return A2AError(None, reason or code, reason == TASK_NOT_FOUND)
+    return judged_error(request, None, reason or code, reason == TASK_NOT_FOUND, details)
 
 
 def _error_info_reason(trailing_metadata: Iterable[tuple[str, Any]] | None) -> str | None:

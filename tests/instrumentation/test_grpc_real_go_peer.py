@@ -20,8 +20,9 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 
-from tests.instrumentation.conftest import Harness
+from tests.instrumentation.conftest import Harness, divergences
 from tests.instrumentation.test_real_peers import attrs, canonical
 from tests.support.peers import RunningPeer
 
@@ -94,3 +95,72 @@ def test_a2a_version_metadata_is_not_checked(
     assert attrs(span)["a2a.task.state"] == "completed"
     assert attrs(span)["a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
     assert attrs(span)["rpc.grpc.status_code"] == 0
+
+
+def _v1(channel: grpc.Channel) -> a2a_pb2_grpc.A2AServiceStub:
+    return a2a_pb2_grpc.A2AServiceStub(channel)
+
+
+V1 = [("a2a-version", "1.0")]
+
+
+def _send(stub: a2a_pb2_grpc.A2AServiceStub, text: str) -> a2a_pb2.Task:
+    message = a2a_pb2.Message(message_id=f"m-{text}", role=a2a_pb2.ROLE_USER)
+    message.parts.append(a2a_pb2.Part(text=text))
+    reply = stub.SendMessage(a2a_pb2.SendMessageRequest(message=message), metadata=V1)
+    return reply.task
+
+
+def test_no_active_execution_is_no_lost_task(otel: Harness, go_grpc_peer: RunningPeer) -> None:
+    """SubscribeToTask on a task a2a-go has but no longer runs (waiting for input): NOT_FOUND
+    with reason TASK_NOT_FOUND and the message "no active execution", read as over JSON-RPC
+    and HTTP+JSON: no ``task_lost`` (it was a false alarm over gRPC)."""
+    assert go_grpc_peer.grpc_target is not None
+    with grpc.insecure_channel(go_grpc_peer.grpc_target) as channel:
+        stub = _v1(channel)
+        task = _send(stub, "input please")
+        assert canonical(task.status.state) == "input-required"
+        stream = stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task.id), metadata=V1)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stream)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "no active execution" in (caught.value.details() or "")
+    assert _status_details(caught.value) == [("TASK_NOT_FOUND", "a2a-protocol.org")]
+    span = otel.span("A2A SubscribeToTask")
+    assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
+    assert divergences(span) == []
+    assert otel.total("a2a.divergence") == 0
+    assert otel.total("a2a.instrumentation.errors") == 0
+
+
+def test_a_refused_cancel_states_the_task_s_state(otel: Harness, go_grpc_peer: RunningPeer) -> None:
+    """A task seen waiting for input is answered out of this process' sight and completes; a
+    cancel is then refused, a2a-go naming the state ("task in non-cancelable state
+    TASK_STATE_COMPLETED"). The refusal is recorded as an observation of that state: the next
+    decision on the task is judged on it (``terminal_state``; without the reading,
+    ``input-required`` was the last word and the decision passed)."""
+    from otel_a2a import liveness_decision
+
+    target = go_grpc_peer.grpc_target
+    assert target is not None
+    with grpc.insecure_channel(target) as channel:
+        stub = _v1(channel)
+        task = _send(stub, "input needed")
+        assert canonical(task.status.state) == "input-required"
+        follow_up = a2a_pb2.Message(message_id="m-answer", role=a2a_pb2.ROLE_USER, task_id=task.id)
+        follow_up.parts.append(a2a_pb2.Part(text="here it is"))
+        with suppress_instrumentation():  # answered out of this process' sight
+            done = stub.SendMessage(a2a_pb2.SendMessageRequest(message=follow_up), metadata=V1)
+        assert canonical(done.task.status.state) == "completed"
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task.id), metadata=V1)
+    assert "TASK_STATE_COMPLETED" in (caught.value.details() or "")
+    cancel = otel.span("A2A CancelTask")
+    assert divergences(cancel) == []  # judged before it left, on `input-required`
+    assert attrs(cancel)["error.type"] == "TASK_NOT_CANCELABLE"
+    with liveness_decision(task.id, agent=f"grpc://{target}"):
+        pass
+    reason = "a2a__divergence__reason"
+    assert otel.total("a2a.divergence", **{reason: "terminal_state"}) == 1
+    assert otel.total("a2a.divergence") == 1
+    assert otel.total("a2a.instrumentation.errors") == 0

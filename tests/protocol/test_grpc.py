@@ -11,7 +11,7 @@ from google.rpc import error_details_pb2, status_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_a2a.protocol import Operation, TaskState
+from otel_a2a.protocol import A2ARequest, Operation, TaskState
 from otel_a2a.protocol import grpc as wire
 
 V1_GET = "/lf.a2a.v1.A2AService/GetTask"
@@ -104,23 +104,65 @@ def _details(reason: str) -> tuple[tuple[str, bytes], ...]:
     return (("grpc-status-details-bin", status.SerializeToString()),)
 
 
+def _request(method: str = "GetTask", task_id: str | None = "t1") -> A2ARequest:
+    req = wire.classify_call(f"/lf.a2a.v1.A2AService/{method}", [("a2a-version", "1.0")])
+    assert req is not None
+    return req._replace(task_id=task_id)
+
+
+GET = _request()
+
+
 def test_status_error_reads_the_error_info_reason() -> None:
-    error = wire.status_error("NOT_FOUND", _details("TASK_NOT_FOUND"))
+    error = wire.status_error(GET, "NOT_FOUND", _details("TASK_NOT_FOUND"))
     assert (error.reason, error.task_not_found) == ("TASK_NOT_FOUND", True)
-    other = wire.status_error("FAILED_PRECONDITION", _details("TASK_NOT_CANCELABLE"))
+    other = wire.status_error(GET, "FAILED_PRECONDITION", _details("TASK_NOT_CANCELABLE"))
     assert (other.reason, other.task_not_found) == ("TASK_NOT_CANCELABLE", False)
-    assert wire.status_error("UNAVAILABLE", None).reason == "UNAVAILABLE"
+    assert wire.status_error(GET, "UNAVAILABLE", None).reason == "UNAVAILABLE"
     # a2a-sdk's v0.3 handler: no details, the error class in the message
     v03_details = f"{TaskNotFoundError.__name__}: Task not found"
-    assert wire.status_error("NOT_FOUND", (), v03_details).task_not_found
-    assert not wire.status_error("NOT_FOUND", (), "route not found").task_not_found
+    assert wire.status_error(GET, "NOT_FOUND", (), v03_details).task_not_found
+    assert not wire.status_error(GET, "NOT_FOUND", (), "route not found").task_not_found
+
+
+def test_status_error_reads_its_message_as_http_does() -> None:
+    """a2a-go's SubscribeToTask on a task it has but no longer runs: TASK_NOT_FOUND "task not
+    found: no active execution", no lost task (over JSON-RPC and HTTP+JSON neither); a refusal
+    that spells the task's state states it, as an error reply."""
+    subscribe = _request("SubscribeToTask")
+    idle = wire.status_error(
+        subscribe, "NOT_FOUND", _details("TASK_NOT_FOUND"), "task not found: no active execution"
+    )
+    assert (idle.reason, idle.task_not_found) == ("TASK_NOT_FOUND", False)
+    lost = wire.status_error(subscribe, "NOT_FOUND", _details("TASK_NOT_FOUND"), "not found")
+    assert lost.task_not_found
+    cancel = _request("CancelTask")
+    refused = wire.status_error(
+        cancel,
+        "FAILED_PRECONDITION",
+        _details("TASK_NOT_CANCELABLE"),
+        "task in non-cancelable state TASK_STATE_COMPLETED",
+    )
+    assert refused.report is not None and refused.report.kind == "error-reply"
+    assert refused.report.task_id == "t1"
+    assert refused.report.state is not None
+    assert refused.report.state.state is TaskState.COMPLETED
+    assert (
+        wire.status_error(
+            _request("CancelTask", None),
+            "FAILED_PRECONDITION",
+            _details("TASK_NOT_CANCELABLE"),
+            "x",
+        ).report
+        is None
+    )
 
 
 @pytest.mark.parametrize(
     "garbage", [b"\xff", b"\x1a\x05ab", b"\x1a\x02\x0a\xff", b"\x0b", b"\x1a" + b"\xff" * 20]
 )
 def test_status_error_never_raises_on_garbage(garbage: bytes) -> None:
-    error = wire.status_error("NOT_FOUND", (("grpc-status-details-bin", garbage),))
+    error = wire.status_error(GET, "NOT_FOUND", (("grpc-status-details-bin", garbage),))
     assert (error.reason, error.task_not_found) == ("NOT_FOUND", False)
 
 
@@ -141,5 +183,5 @@ def test_channel_origin(target: str, origin: str) -> None:
 
 @given(st.binary(max_size=256), st.sampled_from(["NOT_FOUND", "INTERNAL"]))
 def test_status_error_never_raises(data: bytes, code: str) -> None:
-    error = wire.status_error(code, (("grpc-status-details-bin", data),), data.hex())
+    error = wire.status_error(GET, code, (("grpc-status-details-bin", data),), data.hex())
     assert error.reason is not None and len(error.reason) <= 64
