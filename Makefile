@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools test lint bench demo stack clean
+.PHONY: all setup tools go-gateway jvm test lint bench demo stack clean
 
 all: test
 
@@ -66,11 +66,34 @@ $(TOOLS)/bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	mkdir -p $(TOOLS)/bin
 	cd tools/jaeger && go build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
 
-tools: $(TOOLS)/bin/otelcol-a2a $(TOOLS)/bin/jaeger
+# The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own): only for
+# `otel-a2a demo --gateway go` and the tests; the default demo needs no Go.
+GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum
+$(TOOLS)/bin/a2a-go-gateway: $(GO_GATEWAY_SRC)
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
+	mkdir -p $(TOOLS)/bin
+	cd demo/go/gateway && go build -trimpath -ldflags='-s -w' -o $(abspath $@) .
+
+go-gateway: $(TOOLS)/bin/a2a-go-gateway
+
+tools: $(TOOLS)/bin/otelcol-a2a $(TOOLS)/bin/jaeger $(TOOLS)/bin/a2a-go-gateway
+
+# The demo's JVM worker (demo/jvm, the A2A Java SDK): one shaded jar, rebuilt only when its pom
+# or sources change. Maven's local repository (~/.m2) is the cache: offline first, online when
+# something is missing. Java 17 and Maven 3.8 are prerequisites, like Python 3.11.
+JVM_JAR := $(TOOLS)/jvm/a2a-jvm-worker.jar
+$(JVM_JAR): demo/jvm/pom.xml $(shell find demo/jvm/src -type f 2>/dev/null)
+	@command -v mvn >/dev/null && command -v java >/dev/null \
+	  || { echo "make: Java 17 and Maven are needed to build the JVM worker" >&2; exit 1; }
+	mvn -B -q -Dstyle.color=never -o -f demo/jvm/pom.xml package >/dev/null 2>&1 \
+	  || mvn -B -q -Dstyle.color=never -f demo/jvm/pom.xml package
+	install -m 0644 $(TOOLS)/jvm/target/a2a-jvm-worker.jar $@
+
+jvm: $(JVM_JAR)
 
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
-test: setup tools
+test: setup tools jvm
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-py

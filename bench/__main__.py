@@ -42,11 +42,13 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
         bench_detector,
         bench_exit,
+        bench_grpc,
         bench_incident,
         bench_instructions,
         bench_large_body,
         bench_overhead,
         bench_protocol,
+        bench_shared_ledger,
         bench_startup,
     )
 
@@ -54,10 +56,12 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("protocol", bench_protocol.run),
         ("overhead", bench_overhead.run),
         ("instructions", bench_instructions.run),
+        ("grpc", bench_grpc.run),
         ("large body", bench_large_body.run),
         ("startup", bench_startup.run),
         ("exit", bench_exit.run),
         ("ledger", _ledger),
+        ("shared ledger", bench_shared_ledger.run),
         ("incident", bench_incident.run),
         ("detector", bench_detector.run),
     ]
@@ -66,12 +70,14 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
 def _notes() -> list[str]:
     sdk = version("opentelemetry-sdk")
     httpx_inst = version("opentelemetry-instrumentation-httpx")
+    grpc_inst = version("opentelemetry-instrumentation-grpc")
     return [
         f"python {platform.python_version()} ({platform.python_implementation()}), "
         f"{platform.system()} {platform.machine()}, nproc {os.cpu_count()}, "
         f"load average {'/'.join(f'{x:.2f}' for x in os.getloadavg())} at start",
         f"opentelemetry-sdk {sdk}, opentelemetry-instrumentation-httpx {httpx_inst}, "
-        f"httpx {version('httpx')}, otel-a2a {version('otel-a2a')}",
+        f"httpx {version('httpx')}, opentelemetry-instrumentation-grpc {grpc_inst}, "
+        f"grpcio {version('grpcio')}, otel-a2a {version('otel-a2a')}",
     ]
 
 

@@ -4,12 +4,22 @@ when it runs from a source tree that has this folder."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
-from demo.model import BINDINGS, VARIANTS, ScenarioConfig, Timings
+from demo.model import (
+    BINDINGS,
+    GATEWAYS,
+    VARIANTS,
+    WORKER_NAMES,
+    ScenarioConfig,
+    Timings,
+    not_applicable,
+)
 
 DESCRIPTION = (
-    "Start a Node @a2a-js/sdk worker (durable file task store), a Python gateway and a "
+    "Start a worker (Node @a2a-js/sdk, or the A2A Java SDK with --worker jvm; durable file "
+    "task store), a gateway (Python, or Go on a2a-go with --gateway go) and a "
     "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
     "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
     "the detector behaved as specified. Spans go to the console (and to OTLP when "
@@ -28,7 +38,26 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
         "spelling: the gateway spells states 'Working'; both: restart + spelling; redeploy: "
         "the card changes; healthy: no fault (default: restart)",
     )
-    p.add_argument("--binding", choices=BINDINGS, default="JSONRPC", help="default: JSONRPC")
+    p.add_argument(
+        "--binding",
+        choices=BINDINGS,
+        default="JSONRPC",
+        help="the orchestrator's binding (default: JSONRPC); GRPC needs --gateway go, which "
+        "translates it to JSON-RPC for the worker, and excludes the spelling and both variants",
+    )
+    p.add_argument(
+        "--gateway",
+        choices=GATEWAYS,
+        default="python",
+        help="python: Starlette + httpx (default); go: on the official Go SDK a2a-go, "
+        "built by `make go-gateway` into .tools/bin",
+    )
+    p.add_argument(
+        "--worker",
+        choices=WORKER_NAMES,
+        default="node",
+        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it)",
+    )
     p.add_argument(
         "--streaming",
         action=argparse.BooleanOptionalAction,
@@ -51,6 +80,10 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
 
 
 def run(args: argparse.Namespace) -> int:
+    reason = not_applicable(args.variant, args.binding, args.gateway)
+    if reason is not None:
+        print(f"otel-a2a demo: error: {reason}", file=sys.stderr)
+        return 2
     # imported when the verb runs, so that other verbs do not pay for the run's imports
     from demo.scenario import main
 
@@ -61,5 +94,7 @@ def run(args: argparse.Namespace) -> int:
         streaming=args.streaming,
         timings=timings,
         keep_dir=args.keep,
+        gateway=args.gateway,
+        worker=args.worker,
     )
     return main(config, quiet=args.quiet)

@@ -13,8 +13,11 @@ if TYPE_CHECKING:  # the CLI builds the demo's parser from here: no prometheus_c
     from prometheus_client.samples import Sample
 
 VARIANTS = ("restart", "spelling", "both", "healthy", "forget", "redeploy")
-BINDINGS = ("JSONRPC", "HTTP+JSON")
+BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
+GATEWAYS = ("python", "go")  # the keys of processes.GATEWAYS (the CLI does not import it)
+WORKER_NAMES = ("node", "jvm")  # the keys of processes.WORKERS
 RESPELLING = frozenset({"spelling", "both"})  # the gateway re-spells task states
+GRPC_GATEWAYS = frozenset({"go"})  # the gateways that serve gRPC (a2a-go's server transport)
 # the variants that restart the worker: what the first decision after it must raise
 EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
     "restart": frozenset({"heartbeat_gap", "terminal_state"}),
@@ -72,6 +75,25 @@ class ScenarioConfig:
     keep_dir: bool = False
     worker: str = "node"  # a key of processes.WORKERS
     gateway: str = "python"  # a key of processes.GATEWAYS
+
+
+def not_applicable(variant: str, binding: str, gateway: str) -> str | None:
+    """Why a combination cannot be run (the CLI's error), or None.
+
+    gRPC is served by the Go gateway only (a2a-go's gRPC server in front of the worker's
+    JSON-RPC). TaskState is a protobuf enum there: a re-spelled state cannot be put on the
+    wire (a2a-go would send TASK_STATE_UNSPECIFIED), so the respelling variants do not apply.
+    """
+    if binding != "GRPC":
+        return None
+    if gateway not in GRPC_GATEWAYS:
+        return f"--binding GRPC needs --gateway go (the {gateway} gateway serves no gRPC)"
+    if variant in RESPELLING:
+        return (
+            f"--variant {variant} does not apply over gRPC: TaskState is a protobuf enum there, "
+            "so the gateway cannot re-spell it (use JSONRPC or HTTP+JSON)"
+        )
+    return None
 
 
 @dataclass

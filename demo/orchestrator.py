@@ -9,7 +9,8 @@ environment (the interpreter-start hook), which is the point of the demo. What i
    ``--card-ttl`` seconds (re-fetched when the TTL has run out at the next step);
 2. starts a long job on the worker, streaming (``SendStreamingMessage``, the default: the card
    says ``streaming: true``) or not (``SendMessage`` with ``returnImmediately``, then polling
-   ``GetTask`` every ``--poll-interval`` s), over ``--binding JSONRPC`` or ``HTTP+JSON``;
+   ``GetTask`` every ``--poll-interval`` s), over ``--binding JSONRPC``, ``HTTP+JSON`` or
+   ``GRPC`` (the card's gRPC interface, on ``grpc.aio.insecure_channel``);
 3. every ``--tick`` seconds takes one liveness decision, like a real orchestrator:
    tick ``--follow-up-tick`` sends a follow-up message to the task, tick ``--cancel-tick``
    cancels it, every other tick *waits on it*, which it marks as an explicit decision with the
@@ -307,14 +308,27 @@ class Orchestrator:
             cards = CardCache(http, args.agent, args.card_ttl, self.tl)
             card = await cards.get(self.belief)
             bindings = [args.binding]
+            # a gRPC interface URL is a bare host:port target: the agent is the card's URL
             self.agent_url = next(
-                (i.url for i in card.supported_interfaces if i.protocol_binding == args.binding),
+                (
+                    i.url
+                    for i in card.supported_interfaces
+                    if i.protocol_binding == args.binding != "GRPC"
+                ),
                 args.agent,
             )
+            factory = None
+            if args.binding == "GRPC":
+                import grpc.aio  # only when asked: the HTTP bindings need no grpcio
+
+                factory = grpc.aio.insecure_channel
             streaming = await create_client(
                 card,
                 client_config=ClientConfig(
-                    streaming=True, supported_protocol_bindings=bindings, httpx_client=http
+                    streaming=True,
+                    supported_protocol_bindings=bindings,
+                    httpx_client=http,
+                    grpc_channel_factory=factory,
                 ),
             )
             unary = await create_client(
@@ -324,6 +338,7 @@ class Orchestrator:
                     polling=True,
                     supported_protocol_bindings=bindings,
                     httpx_client=http,
+                    grpc_channel_factory=factory,
                 ),
             )
             background: list[asyncio.Task[None]] = []
@@ -387,7 +402,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="otel-a2a-orchestrator", description=(__doc__ or "").split("\n", 1)[0]
     )
     p.add_argument("--agent", required=True, help="base URL of the agent (the gateway)")
-    p.add_argument("--binding", choices=["JSONRPC", "HTTP+JSON"], default="JSONRPC")
+    p.add_argument("--binding", choices=["JSONRPC", "HTTP+JSON", "GRPC"], default="JSONRPC")
     p.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--card-ttl", type=float, default=300.0, help="card cache TTL, s")
     p.add_argument("--tick", type=float, default=60.0, help="seconds between decisions")

@@ -37,6 +37,10 @@ from demo.model import Timings
 
 DEMO_DIR = Path(__file__).resolve().parent
 NODE_DIR = DEMO_DIR / "node"
+GO_GATEWAY_DIR = DEMO_DIR / "go" / "gateway"
+GO_GATEWAY_BIN = DEMO_DIR.parent / ".tools" / "bin" / "a2a-go-gateway"  # `make go-gateway`
+JVM_DIR = DEMO_DIR / "jvm"
+JVM_JAR = DEMO_DIR.parent / ".tools" / "jvm" / "a2a-jvm-worker.jar"  # `make jvm` builds it
 ORCHESTRATOR = DEMO_DIR / "orchestrator.py"
 READY_TIMEOUT = 30.0
 
@@ -252,11 +256,12 @@ class WorkerKind(Protocol):
 class GatewayKind(Protocol):
     """A gateway on some runtime (see the module's docstring for what it must do)."""
 
+    runtime: str  # in the first progress line: "..., the gateway (Go), ..."
     cwd: Path
 
     def problem(self) -> str | None: ...
 
-    def argv(self, upstream: str, *, respell: bool) -> list[str]: ...
+    def argv(self, upstream: str, *, respell: bool, grpc: bool = False) -> list[str]: ...
 
 
 def node_problem() -> str | None:
@@ -296,23 +301,96 @@ class NodeWorker:
         return [*argv, "--forget"] if forget else argv
 
 
+def jvm_problem() -> str | None:
+    """Why the JVM worker (``jvm/``, built by ``make jvm`` into ``.tools/jvm/``) cannot run
+    here: no Java, or a jar that is missing or older than its sources."""
+    if shutil.which("java") is None:
+        return "`java` is not on PATH (Java >= 17 is needed for the A2A Java SDK worker)"
+    if not JVM_JAR.is_file():
+        return f"{JVM_JAR} is missing: run `make jvm` (Maven builds it from {JVM_DIR})"
+    built = JVM_JAR.stat().st_mtime
+    sources = [JVM_DIR / "pom.xml", *(p for p in (JVM_DIR / "src").rglob("*") if p.is_file())]
+    if any(p.stat().st_mtime > built for p in sources):
+        return f"{JVM_JAR} is older than {JVM_DIR}: run `make jvm` to rebuild it"
+    return None
+
+
+class JvmWorker:
+    """``jvm/``: the A2A Java SDK's request handler and transports on the JDK's HTTP server
+    (no CDI), a durable file task store, a card served from a static descriptor."""
+
+    runtime = "JVM"
+    label = "a2a-java worker"
+    cwd = JVM_DIR
+
+    def problem(self) -> str | None:
+        return jvm_problem()
+
+    def argv(
+        self, port: int, store: Path, timings: Timings, *, forget: bool, card_version: str
+    ) -> list[str]:
+        argv = [
+            shutil.which("java") or "java",
+            *("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"),
+            *("-jar", str(JVM_JAR)),
+            *("--port", str(port), "--store", str(store), "--card-version", card_version),
+            *("--heartbeat", f"{timings.heartbeat:g}", "--job-seconds", f"{timings.job_seconds:g}"),
+            *("--card-max-age", f"{timings.card_ttl:g}"),
+        ]
+        return [*argv, "--forget"] if forget else argv
+
+
 class PythonGateway:
     """``gateway.py``: Starlette and httpx under uvicorn, run by path with this interpreter."""
 
+    runtime = "Python"
     cwd = DEMO_DIR
 
     def problem(self) -> str | None:
         return missing_modules("uvicorn", "starlette")
 
-    def argv(self, upstream: str, *, respell: bool) -> list[str]:
+    def argv(self, upstream: str, *, respell: bool, grpc: bool = False) -> list[str]:
+        if grpc:
+            raise ScenarioError("the Python gateway serves no gRPC")
         argv = [sys.executable, str(DEMO_DIR / "gateway.py"), "--upstream", upstream, "--port", "0"]
         return [*argv, "--respell"] if respell else argv
 
 
-WORKERS: dict[str, WorkerKind] = {"node": NodeWorker()}
-GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway()}
+def built_problem(binary: Path, source: Path, target: str) -> str | None:
+    """Why a binary that the Makefile builds from ``source`` cannot run: missing, or older
+    than its source (go.mod, go.sum, a .go file)."""
+    hint = f"run `make {target}` (Go >= 1.26 with the Go module proxy builds it)"
+    if not binary.is_file():
+        return f"{binary} is missing: {hint}"
+    inputs = [source / "go.mod", source / "go.sum", *source.glob("*.go")]
+    built = binary.stat().st_mtime
+    if any(p.stat().st_mtime > built for p in inputs if p.is_file()):
+        return f"{binary} is older than its source in {source}: {hint}"
+    return None
 
 
-def orchestrator_problem() -> str | None:
-    """Why the orchestrator (a plain a2a-sdk client) cannot run here."""
-    return missing_modules("a2a")
+class GoGateway:
+    """``go/gateway``: a2a-go v2's JSON-RPC and HTTP+JSON transports over a forwarding request
+    handler, built into ``.tools/bin/a2a-go-gateway`` by the Makefile; with ``grpc``, its gRPC
+    server transport too, forwarding to the worker over JSON-RPC (a binding translation)."""
+
+    runtime = "Go"
+    cwd = DEMO_DIR
+
+    def problem(self) -> str | None:
+        return built_problem(GO_GATEWAY_BIN, GO_GATEWAY_DIR, "go-gateway")
+
+    def argv(self, upstream: str, *, respell: bool, grpc: bool = False) -> list[str]:
+        argv = [str(GO_GATEWAY_BIN), "--upstream", upstream, "--port", "0"]
+        if grpc:
+            argv += ["--grpc", "--grpc-upstream", "JSONRPC"]
+        return [*argv, "--respell"] if respell else argv
+
+
+WORKERS: dict[str, WorkerKind] = {"node": NodeWorker(), "jvm": JvmWorker()}
+GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway(), "go": GoGateway()}
+
+
+def orchestrator_problem(binding: str = "JSONRPC") -> str | None:
+    """Why the orchestrator (a plain a2a-sdk client) cannot run here (over gRPC: grpcio)."""
+    return missing_modules("a2a", *(["grpc"] if binding == "GRPC" else []))

@@ -1,7 +1,8 @@
 """The seeded incident end to end: real processes on loopback, in a temporary folder.
 
 Topology: orchestrator (Python a2a-sdk client, instrumented only by ``OTEL_A2A_ENABLED=true``)
-→ gateway (Python) → worker (``@a2a-js/sdk`` under Node, durable file task store).
+→ gateway (Python, or Go on a2a-go: ``ScenarioConfig.gateway``) → worker (``@a2a-js/sdk``
+under Node, durable file task store).
 
 :func:`run_scenario` starts the three processes on free ports (``processes``), plays one
 variant, collects what fired (the orchestrator's console spans and its Prometheus
@@ -44,6 +45,7 @@ from demo.model import (
     ScenarioConfig,
     ScenarioResult,
     Timings,
+    not_applicable,
     total,
 )
 from demo.processes import (
@@ -76,9 +78,11 @@ Progress = Callable[[str], None]
 
 
 def problem(config: ScenarioConfig) -> str | None:
-    """Why ``config`` cannot run here (a missing runtime or package), or None."""
+    """Why ``config`` cannot run here (a missing runtime or package, a combination that does
+    not apply), or None."""
     return (
-        orchestrator_problem()
+        not_applicable(config.variant, config.binding, config.gateway)
+        or orchestrator_problem(config.binding)
         or GATEWAYS[config.gateway].problem()
         or WORKERS[config.worker].problem()
     )
@@ -131,7 +135,8 @@ class _Run:
             f"{self.worker_kind.label} ready at {worker_url} (store {self.store.name}/)",
         )
         respell = self.config.variant in RESPELLING
-        gw_argv = self.gateway_kind.argv(worker_url, respell=respell)
+        grpc = self.config.binding == "GRPC"
+        gw_argv = self.gateway_kind.argv(worker_url, respell=respell, grpc=grpc)
         _, gateway_url = self.children.start_ready("gateway", gw_argv, self.gateway_kind.cwd)
         fault = " (fault: --respell, TASK_STATE_WORKING -> Working)" if respell else ""
         self.say("gateway", f"ready at {gateway_url}{fault}")
@@ -365,9 +370,10 @@ def main(config: ScenarioConfig, quiet: bool = False) -> int:
 
     if not quiet:
         runtime = WORKERS[config.worker].runtime
+        gateway = GATEWAYS[config.gateway].runtime
         print(
             f"otel-a2a demo: variant {config.variant} over {config.binding}; starting the worker "
-            f"({runtime}), the gateway and the instrumented orchestrator ...",
+            f"({runtime}), the gateway ({gateway}) and the instrumented orchestrator ...",
             flush=True,
         )
     try:

@@ -1,8 +1,8 @@
 """otel-a2a: OpenTelemetry detection of silent task-state divergence between A2A agents.
 
-See :mod:`otel_a2a.instrumentation` for the user manual and docs/configuration.md for every setting.
-Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
-``otel_a2a.detect``) never imports OpenTelemetry or httpx.
+See :mod:`otel_a2a.instrumentation` for the user manual and docs/configuration.md for every
+setting. Public names load lazily, so importing the pure layers (``otel_a2a.protocol``,
+``otel_a2a.detect``) never imports OpenTelemetry, httpx or grpc.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from otel_a2a.instrumentation import (
         A2AInstrumentor,
         DivergenceSpanProcessor,
+        instrument_grpc_channel,
         liveness_decision,
     )
     from otel_a2a.protocol.states import TaskState, normalize_task_state
@@ -31,6 +32,7 @@ _HOME = {
     "A2AInstrumentor": "otel_a2a.instrumentation",
     "DivergenceSpanProcessor": "otel_a2a.instrumentation",
     "liveness_decision": "otel_a2a.instrumentation",
+    "instrument_grpc_channel": "otel_a2a.instrumentation",
     "DivergenceReason": "otel_a2a.detect",
     "TaskStateDivergenceError": "otel_a2a.detect",
     "assert_state_authoritative": "otel_a2a.detect",
@@ -46,6 +48,7 @@ __all__ = [
     "TaskStateDivergenceError",
     "__version__",
     "assert_state_authoritative",
+    "instrument_grpc_channel",
     "liveness_decision",
     "normalize_task_state",
 ]

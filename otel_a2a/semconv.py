@@ -42,6 +42,7 @@ ERROR_TYPE = "error.type"
 ERROR_TYPE_OTHER = "_OTHER"  # OpenTelemetry's value for an error of no known class
 HTTP_STATUS_CODE = "http.response.status_code"
 JSONRPC_ERROR_CODE = "rpc.jsonrpc.error_code"
+RPC_GRPC_STATUS_CODE = "rpc.grpc.status_code"
 
 # ``a2a.operation`` beyond the A2A operation names: an explicit decision (``liveness_decision``
 # or a span marked ``a2a.liveness.decision``), and a foreign span that names no operation

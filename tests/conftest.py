@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: real A2A peers (a2a-sdk under Python, @a2a-js/sdk under Node)."""
+"""Shared pytest fixtures: real A2A peers (a2a-sdk under Python, @a2a-js/sdk under Node, a2a-go
+under Go, the A2A Java SDK under the JVM)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import settings
 
 from tests.support import in_ci
-from tests.support.peers import RunningPeer, node_problem, start_peer
+from tests.support.peers import RunningPeer, go_problem, jvm_problem, node_problem, start_peer
 
 # Property tests assert properties, not speed: Hypothesis's default 200 ms deadline per
 # example is a wall-clock assert that a loaded 2-core CI machine can fail.
@@ -21,6 +22,18 @@ def python_peer_process() -> Iterator[RunningPeer]:
     """The a2a-sdk 1.3 peer (``tests/peers/python_peer.py``), one per test session."""
     peer = start_peer("python")
     try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
+def grpc_peer() -> Iterator[RunningPeer]:
+    """The same a2a-sdk 1.3 peer serving gRPC too (``--grpc``: v1.0 ``GrpcHandler`` and the
+    v0.3 compat handler on ``grpc_target``, declared in its card), one per test session."""
+    peer = start_peer("python", options=["--grpc"])
+    try:
+        assert peer.grpc_target is not None
         yield peer
     finally:
         peer.stop()
@@ -55,3 +68,67 @@ def node_peer_process() -> Iterator[RunningPeer]:
 def node_peer(node_peer_process: RunningPeer) -> str:
     """Base URL (``http://127.0.0.1:<port>``) of the session's @a2a-js/sdk 1.3.0 peer."""
     return node_peer_process.base_url
+
+
+@pytest.fixture(scope="session")
+def go_peer_process() -> Iterator[RunningPeer]:
+    """The a2a-go v2 peer (``demo/go/gateway`` in its ``--serve`` mode), one per session.
+
+    Without its binary the fixture fails when ``CI=true`` and skips with the reason otherwise.
+    """
+    reason = go_problem()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the Go A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"Go A2A peer unavailable: {reason}")
+    peer = start_peer("go")
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
+def go_grpc_peer() -> Iterator[RunningPeer]:
+    """The a2a-go v2 peer serving gRPC too (``--grpc``: a2a-go's ``a2agrpc`` v1.0 and v0.3
+    services on ``grpc_target``, declared in its card), one per session; without its binary
+    it fails under ``CI=true`` and skips otherwise."""
+    reason = go_problem()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the Go A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"Go A2A peer unavailable: {reason}")
+    peer = start_peer("go", options=["--grpc"])
+    try:
+        assert peer.grpc_target is not None
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
+def jvm_peer_process() -> Iterator[RunningPeer]:
+    """The A2A Java SDK peer (the demo's JVM worker jar with ``--agent behave``), one per
+    session; without java or the jar it fails under ``CI=true`` and skips otherwise."""
+    reason = jvm_problem()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the JVM A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"JVM A2A peer unavailable: {reason}")
+    peer = start_peer("jvm")
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="session")
+def go_peer(go_peer_process: RunningPeer) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) of the session's a2a-go v2 peer."""
+    return go_peer_process.base_url
+
+
+@pytest.fixture(scope="session")
+def jvm_peer(jvm_peer_process: RunningPeer) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) of the session's A2A Java SDK peer."""
+    return jvm_peer_process.base_url

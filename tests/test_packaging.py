@@ -84,3 +84,6 @@ def test_entry_points_and_extras(wheel: zipfile.ZipFile) -> None:
     assert "Provides-Extra: dev" in metadata
     assert "Provides-Extra: demo" not in metadata  # nothing of the demo is in the wheel
     assert "Requires-Dist: opentelemetry-exporter-prometheus>=0.63b0" in metadata
+    # httpx2 is instrumented when installed, never required (nor an instrumented dependency)
+    httpx2 = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: httpx2")]
+    assert httpx2 and all("extra == 'dev'" in line for line in httpx2), httpx2

@@ -1,7 +1,9 @@
-"""Both real peers start, serve their card with caching headers, and answer A2A calls."""
+"""The real peers start, serve their card with caching headers (a2a-go's has none: see
+tests/instrumentation/test_real_go_peer.py), and answer A2A calls."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from typing import Any
@@ -73,6 +75,28 @@ def test_node_peer_serves_card(node_peer: str) -> None:
     _check_card(node_peer)
 
 
+@pytest.mark.jvm
+def test_jvm_peer_serves_its_static_card_with_a_quoted_md5_etag_and_no_304(jvm_peer: str) -> None:
+    """The A2A Java SDK peer: the card from its static descriptor, a strong quoted MD5 of the
+    bytes served as ``ETag``, and (the seed's habit) the full card again on ``If-None-Match``."""
+    card_url = jvm_peer + "/.well-known/agent-card.json"
+    with httpx.Client(timeout=10.0) as client:
+        first = client.get(card_url)
+        again = client.get(card_url, headers={"If-None-Match": first.headers["etag"]})
+    assert first.status_code == 200 and first.headers["cache-control"] == "public, max-age=300"
+    assert first.headers["etag"] == '"' + hashlib.md5(first.content).hexdigest() + '"'
+    card = first.json()
+    assert card["capabilities"]["streaming"] is True
+    assert {(i["url"], i["protocolBinding"]) for i in card["supportedInterfaces"]} == {
+        (jvm_peer + "/a2a/jsonrpc", "JSONRPC"),
+        (jvm_peer + "/a2a/rest", "HTTP+JSON"),
+    }
+    (ext,) = [e for e in card["capabilities"]["extensions"] if e["uri"] == HEARTBEAT["uri"]]
+    assert ext["params"]["intervalSeconds"] == 30
+    assert again.status_code == 200 and again.content == first.content
+    assert again.headers["etag"] == first.headers["etag"]
+
+
 @pytest.mark.parametrize(
     ("text", "state"),
     [
@@ -82,7 +106,15 @@ def test_node_peer_serves_card(node_peer: str) -> None:
         ("reject", "TASK_STATE_REJECTED"),
     ],
 )
-@pytest.mark.parametrize("runtime", ["python", pytest.param("node", marks=pytest.mark.node)])
+@pytest.mark.parametrize(
+    "runtime",
+    [
+        "python",
+        pytest.param("node", marks=pytest.mark.node),
+        pytest.param("go", marks=pytest.mark.go),
+        pytest.param("jvm", marks=pytest.mark.jvm),
+    ],
+)
 def test_behaviour_follows_text(
     runtime: str, text: str, state: str, request: pytest.FixtureRequest
 ) -> None:

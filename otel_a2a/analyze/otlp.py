@@ -2,7 +2,8 @@
 
 Reads what the collector's file exporter writes (one request per line, ids in hex, 64-bit
 integers as strings) and what ``google.protobuf.json_format.MessageToDict`` makes of the
-protobuf form (ids in base64). Spans without ``a2a.task.id`` and a task state are not A2A
+protobuf form (ids in base64). Spans without ``a2a.task.id`` and a task state (or the A2A
+Java SDK extras' ``gen_ai.agent.a2a.task_id`` and ``gen_ai.agent.a2a.status``) are not A2A
 observations and yield no belief, but every span's parent link is kept so chains can be
 followed across server spans. Nothing here raises on bad input: a malformed span is counted
 in ``Batch.errors`` and skipped.
@@ -25,6 +26,11 @@ SERVICE_NAME = "service.name"
 UNKNOWN_SERVICE = "unknown_service"
 SERVICE_INSTANCE_ID = "service.instance.id"
 _INSTANCE_CHARS = 36  # a UUID; longer ids are cut (they only tell processes apart)
+
+# The A2A Java SDK's OpenTelemetry extras name the task of a span (and define a status)
+# under their own prefix: a span of theirs with both is that service's belief, as one of ours.
+JAVA_TASK_ID = "gen_ai.agent.a2a.task_id"
+JAVA_STATUS = "gen_ai.agent.a2a.status"
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _MAX_TEXT = 256  # ids, names and spellings are short; never hold a huge attribute value
@@ -110,13 +116,17 @@ _BELIEF_EVENTS = (sc.EVENT_TASK_STATUS, sc.EVENT_TASK_SWAPPED)
 
 
 def _state(attrs: Mapping[str, object]) -> tuple[TaskState, str] | None:
-    """Canonical state and wire spelling; the spelling is the canonical one if not recorded."""
+    """Canonical state and wire spelling; the spelling is the canonical one if not recorded.
+    Without ours, the Java SDK extras' status (a wire spelling)."""
     raw = attrs.get(sc.TASK_STATE_RAW)
     canonical = attrs.get(sc.TASK_STATE)
     if isinstance(raw, str) and raw:
         return normalize_task_state(raw), raw[:_MAX_TEXT]
     if isinstance(canonical, str) and canonical:
         return normalize_task_state(canonical), canonical[:_MAX_TEXT]
+    java = attrs.get(JAVA_STATUS)
+    if isinstance(java, str) and java:
+        return normalize_task_state(java), java[:_MAX_TEXT]
     return None
 
 
@@ -155,6 +165,9 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
             per_task.setdefault(event_task, []).append((min(max(when, start), end), *reading))
     for event_task, events in per_task.items():
         events.sort(key=lambda e: e[0])
+        # a frame restating the state it follows (a heartbeat frame) confirms the belief,
+        # it does not supersede it: one belief per run of equal states
+        events[:] = [e for i, e in enumerate(events) if i == 0 or e[1:] != events[i - 1][1:]]
         for i, (when, event_state, raw) in enumerate(events):
             last = i == len(events) - 1
             until = end if last else events[i + 1][0]
@@ -168,7 +181,7 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
                     superseded=not last,
                 )
             )
-    task_id, state = _text(attrs.get(sc.TASK_ID)), _state(attrs)
+    task_id, state = _text(attrs.get(sc.TASK_ID) or attrs.get(JAVA_TASK_ID)), _state(attrs)
     if task_id and state is not None:
         seen = per_task.get(task_id)
         if not seen:

@@ -16,7 +16,7 @@ from otel_a2a.detect.invariant import (
     judge_observation,
     judge_task_not_found,
 )
-from otel_a2a.detect.ledger import LATE, Observation, TaskLedger
+from otel_a2a.detect.ledger import LATE, Ledger, Observation, TaskLedger
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
 from otel_a2a.detect.verdict import Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
@@ -66,7 +66,8 @@ class CardUpdate:
 class Detector:
     """Tracks observations and judges decisions against the invariant. Thread-safe.
 
-    ``heartbeat_overrides`` maps ``host[:port]`` to seconds.
+    ``heartbeat_overrides`` maps ``host[:port]`` to seconds. ``ledger`` is where the
+    observations live: by default a :class:`TaskLedger` of ``max_tasks`` in this process.
     """
 
     def __init__(
@@ -76,8 +77,9 @@ class Detector:
         heartbeat_overrides: Mapping[str, float] | None = None,
         *,
         max_agents: int = 1000,
+        ledger: Ledger | None = None,
     ) -> None:
-        self.ledger = TaskLedger(max_tasks)
+        self.ledger: Ledger = TaskLedger(max_tasks) if ledger is None else ledger
         self.registry = CardRegistry(
             max_agents,
             default_heartbeat=default_heartbeat,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from otel_a2a.protocol.states import StateClass, TaskState
 from otel_a2a.protocol.timestamps import parse_timestamp
@@ -198,6 +199,56 @@ def _add(counts: dict[str, int], key: str, delta: int) -> None:
         counts[key] = left
     else:
         del counts[key]
+
+
+class Ledger(Protocol):
+    """The store seam: what the detector asks of a ledger, wherever its observations live.
+
+    :class:`TaskLedger` keeps them in this process (the default, and the fast path);
+    ``otel_a2a.store.sqlite.SqliteLedger`` in a file shared by the processes of one host
+    (``OTEL_A2A_LEDGER_PATH``). Each gives the same answers to the same calls (one suite of
+    semantic tests runs against both): the last observation per task, newest wins by ``at``
+    (monotonic seconds), late frames refused, at most ``max_tasks`` tasks with terminal ones
+    evicted first, oldest first. ``evicted_total`` counts this process's evictions. A store
+    that fails on an operation answers as if the task were unknown, never raises.
+    """
+
+    max_tasks: int
+    evicted_total: int
+
+    def observe(self, obs: Observation, sent_at: str | None = None) -> Observation | None: ...
+
+    def reobserve(
+        self,
+        task_id: str,
+        agent: str,
+        state: TaskState,
+        raw: str,
+        exact: bool,
+        source: str,
+        etag: str | None,
+        at: float,
+    ) -> bool: ...
+
+    def touch(self, task_id: str, at: float) -> bool: ...
+
+    def get(self, task_id: str) -> Observation | None: ...
+
+    def forget(self, task_id: str) -> Observation | None: ...
+
+    def counts_by_class(self) -> dict[StateClass, int]: ...
+
+    def stale_by_agent(
+        self, now: float, heartbeat_of: Callable[[str], float]
+    ) -> dict[str, int]: ...
+
+    def oldest(self, terminal: bool) -> Observation | None: ...
+
+    def snapshot(self) -> list[Observation]: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, task_id: object) -> bool: ...
 
 
 class TaskLedger:

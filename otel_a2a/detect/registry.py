@@ -15,10 +15,15 @@ from dataclasses import dataclass, field
 
 from otel_a2a.protocol.card import valid_seconds
 from otel_a2a.protocol.classify import CARD_SUFFIXES
+from otel_a2a.protocol.grpc import channel_origin
 from otel_a2a.protocol.model import CardInfo
 from otel_a2a.protocol.urls import DEFAULT_PORTS, INVALID_URL, split_url
 
 DEFAULT_HEARTBEAT = 30.0
+
+
+def _grpc(binding: object) -> bool:
+    return isinstance(binding, str) and binding.upper() == "GRPC"
 
 
 def _path_prefix(path: str) -> str:
@@ -207,7 +212,8 @@ class CardRegistry:
         if split is not None and split[2]:  # served under a base path: what is under it is ours
             owned.append((split[0], _path_prefix(split[2])))
         for iface in card.interfaces:
-            split = split_url(iface.url) if isinstance(iface.url, str) else None
+            url = channel_origin(iface.url) if _grpc(iface.binding) else iface.url
+            split = split_url(url) if isinstance(url, str) else None
             if split is None:
                 continue
             key = (split[0], _path_prefix(split[2]))

@@ -10,7 +10,7 @@ In code::
 
     from otel_a2a import A2AInstrumentor, liveness_decision
 
-    A2AInstrumentor().instrument()          # every httpx.Client / AsyncClient, a2a-sdk included
+    A2AInstrumentor().instrument()   # httpx (and httpx2) clients; grpcio channels made from now
 
     async def follow_up(client, task_id):
         async with liveness_decision(task_id):   # judged before the block runs
@@ -20,38 +20,43 @@ In code::
 
 What it does
 ------------
-Each A2A operation sent through httpx gets a ``CLIENT`` span named ``A2A {operation}`` that
-lives until the response body or stream is consumed or closed. Response bytes are observed as
-the application reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed
-incrementally). Task states read from ``GetTask``, ``SendMessage``, ``CancelTask``,
-``ListTasks`` and streams are authoritative observations; card fetches set the agent's etag
-and heartbeat. Liveness decisions (follow-up messages, cancels, push-config creation,
-``liveness_decision`` blocks, spans with ``a2a.liveness.decision=true``) are judged against
-the invariant and each divergence becomes an ``a2a.divergence`` span event, log record and
-metric. Detection does not depend on trace sampling.
+Each A2A operation sent through httpx (or httpx2, Pydantic's continuation of httpx, when it is
+installed) or a grpcio channel (``instrument_grpc_channel`` for a channel made before
+``instrument()``) gets a ``CLIENT`` span named ``A2A {operation}`` that lives until the
+response body or stream is consumed or closed. Response bytes are observed as the application
+reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed incrementally); gRPC
+replies and stream messages are read by field access. Task states read from ``GetTask``,
+``SendMessage``, ``CancelTask``, ``ListTasks`` and streams are authoritative observations;
+card fetches set the agent's etag and heartbeat. Liveness decisions (follow-up messages,
+cancels, push-config creation, ``liveness_decision`` blocks, spans with
+``a2a.liveness.decision=true``) are judged against the invariant and each divergence becomes
+an ``a2a.divergence`` span event, log record and metric. Detection does not depend on trace
+sampling. Observations stay in the process that made them, unless ``OTEL_A2A_LEDGER_PATH``
+names a file the processes of one host share.
 
 ``instrument()`` accepts ``tracer_provider``, ``meter_provider`` and ``logger_provider`` (for
 the ``a2a.divergence`` log records; the global one otherwise). Configuration comes from
-the ``OTEL_A2A_*`` environment variables (docs/configuration.md); invalid values log one warning and
-fall back to the default.
+the ``OTEL_A2A_*`` environment variables (docs/configuration.md); invalid values log one
+warning and fall back to the default.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import sys
 import threading
 from collections.abc import Collection
+from types import ModuleType
 from typing import Any
 
-import httpx
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
+from wrapt import register_post_import_hook
 
-from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation import collection, libraries, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.httpx_client import async_send, send
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
@@ -61,14 +66,23 @@ from otel_a2a.instrumentation.providers import (
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.package import _instruments
 
-__all__ = ["A2AInstrumentor", "DivergenceSpanProcessor", "liveness_decision"]
+__all__ = [
+    "A2AInstrumentor",
+    "DivergenceSpanProcessor",
+    "instrument_grpc_channel",
+    "liveness_decision",
+]
 
 
+_log = logging.getLogger("otel_a2a")
 _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
 
 
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Instruments ``httpx.Client.send`` and ``httpx.AsyncClient.send`` for A2A traffic."""
+    """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
+    installed, for A2A traffic, each once imported (``libraries``); and grpcio's channel
+    factories when grpcio is installed, once imported (``_grpc_attach``). Only httpx is a
+    dependency (``instrumentation_dependencies``)."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
@@ -109,11 +123,81 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             rt.setup_pending = "attach"
         runtime.install(rt)
         finish_before_exit()  # and again when the processor is attached to a provider
-        wrap_function_wrapper(httpx.Client, "send", send)
-        wrap_function_wrapper(httpx.AsyncClient, "send", async_send)
+        libraries.attach()  # httpx and httpx2, each when imported
+        _grpc_attach()
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        unwrap(httpx.Client, "send")
-        unwrap(httpx.AsyncClient, "send")
+        libraries.detach()
+        _grpc_detach()
         collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)
+
+
+# grpcio (optional) is patched once imported, as httpx is (``libraries``): at ``instrument()``
+# when the application imported it already, else by an import hook; not installed, nothing.
+_grpc_lock = threading.RLock()  # never held while importing: the hook takes it
+_grpc_state = {"active": False, "patched": False, "hooked": False}
+
+
+def _grpc_attach() -> None:
+    with _grpc_lock:
+        _grpc_state["active"] = True
+        if sys.modules.get("grpc") is not None:
+            _grpc_patch()
+        elif not _grpc_state["hooked"] and _installed("grpc"):
+            _grpc_state["hooked"] = True
+            register_post_import_hook(_grpc_imported, "grpc")
+
+
+def _installed(name: str) -> bool:
+    """Importable, without importing it (a ``None`` in ``sys.modules`` blocks an import)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _grpc_imported(module: ModuleType) -> None:
+    with _grpc_lock:
+        _grpc_state["hooked"] = False
+        if _grpc_state["active"]:
+            _grpc_patch()
+
+
+def _grpc_patch() -> None:
+    if _grpc_state["patched"]:
+        return
+    try:
+        from otel_a2a.instrumentation import grpc_client
+
+        grpc_client.patch()
+    except Exception as exc:  # an unsupported grpcio: gRPC goes unobserved, said once
+        rt = runtime.current()
+        if rt is not None:
+            rt.error(exc)
+        _log.warning("otel-a2a: grpc could not be instrumented (%s: %s)", type(exc).__name__, exc)
+        return
+    _grpc_state["patched"] = True
+
+
+def _grpc_detach() -> None:
+    with _grpc_lock:
+        _grpc_state["active"] = False
+        if _grpc_state["patched"]:
+            from otel_a2a.instrumentation import grpc_client
+
+            grpc_client.unpatch()
+            _grpc_state["patched"] = False
+
+
+def instrument_grpc_channel(channel: Any, target: str) -> Any:
+    """Add otel-a2a's interceptors to a gRPC channel created before ``instrument()`` (or by a
+    ``grpc_channel_factory`` captured before it): a ``grpc.Channel`` comes back wrapped (use
+    the channel returned), a ``grpc.aio.Channel`` is marked in place. ``target`` is the
+    address the channel was created with (``host:port``), which attributes its calls to the
+    agent whose card names it. Channels created while instrumented have them already."""
+    from otel_a2a.instrumentation import grpc_client
+
+    return grpc_client.instrument_channel(channel, target)

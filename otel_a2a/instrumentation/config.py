@@ -24,6 +24,7 @@ class Settings:
     heartbeat_overrides: Mapping[str, float] = field(default_factory=dict)
     max_tracked_tasks: int = 100_000
     max_body_bytes: int = 4 * 1024 * 1024
+    ledger_path: str | None = None  # a SQLite file shared by this host's processes
 
 
 _DEFAULTS = Settings()
@@ -109,4 +110,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "OTEL_A2A_MAX_TRACKED_TASKS", _DEFAULTS.max_tracked_tasks
         ),
         max_body_bytes=_positive_int(env, "OTEL_A2A_MAX_BODY_BYTES", _DEFAULTS.max_body_bytes),
+        ledger_path=env.get("OTEL_A2A_LEDGER_PATH", "").strip() or None,
     )

@@ -1,9 +1,12 @@
-"""Wrappers of ``httpx.Client.send`` and ``httpx.AsyncClient.send``.
+"""Wrappers of ``Client.send`` and ``AsyncClient.send`` of the httpx API.
 
-Wrapping ``send`` (not the transport) covers every client, ``MockTransport`` included, and puts
-our span above the HTTP span of ``opentelemetry-instrumentation-httpx`` whichever was
-instrumented first. The response stream is replaced by a tee that shows each chunk to the
-:class:`Exchange` as the application reads it; nothing is read on the application's behalf.
+One code path serves each :class:`Library` of that API: httpx, and httpx2 (Pydantic's
+continuation of httpx, the same API under its own module name and classes) when it is
+installed (``libraries`` says which are wrapped, and when). Wrapping ``send`` (not the
+transport) covers every client, ``MockTransport`` included, and puts our span above the HTTP
+span of ``opentelemetry-instrumentation-httpx`` whichever was instrumented first. The response
+stream is replaced by a tee that shows each chunk to the :class:`Exchange` as the application
+reads it; nothing is read on the application's behalf.
 """
 
 from __future__ import annotations
@@ -11,16 +14,28 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from opentelemetry import context, trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from wrapt import wrap_function_wrapper
 
 from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.exchange import NO_HEADERS, Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
+
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
+
+    Request = httpx.Request | httpx2.Request
+    Response = httpx.Response | httpx2.Response
+    Headers = httpx.Headers | httpx2.Headers
+    SyncStream = httpx.SyncByteStream | httpx2.SyncByteStream
+    AsyncStream = httpx.AsyncByteStream | httpx2.AsyncByteStream
 
 _log = logging.getLogger("otel_a2a")
 _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
@@ -28,7 +43,10 @@ _REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
 _RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
 
 
-def _headers_raw(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
+HeaderReader = Callable[[Any, frozenset[bytes]], dict[str, str]]
+
+
+def _headers_raw(headers: Headers, wanted: frozenset[bytes]) -> dict[str, str]:
     """The few headers otel-a2a reads, in one pass over ``Headers.raw`` (each lookup by
     name would scan them all again); nothing else of the headers is ever kept."""
     found: dict[str, str] = {}
@@ -39,34 +57,34 @@ def _headers_raw(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, 
     return found
 
 
-def _headers_listed(headers: httpx.Headers, wanted: frozenset[bytes]) -> dict[str, str]:
-    """:func:`_headers_raw` over the list httpx keeps of (raw name, lowercased name, value):
-    ``raw`` builds a new list, then every name is lowercased again; this is half the cost, on
-    every request. Used only where the list was found to have that shape (see below)."""
-    found: dict[str, str] = {}
-    for _, name, value in headers._list:
-        if name in wanted:
-            found[name.decode("ascii")] = value.decode("latin-1")
-    return found
-
-
-def _lowered_list() -> bool:
-    """Whether this httpx keeps each header as (raw name, lowercased name, value)."""
+def _header_reader(cls: type[Any]) -> HeaderReader:
+    """How to read the headers of the library whose ``Headers`` class is ``cls``: from the list
+    it keeps of (raw name, lowercased name, value) where it is found to keep one (``raw``
+    builds a new list, then every name is lowercased again: twice the cost, on every request);
+    otherwise, and for any other class (a subclass may keep them otherwise), through ``raw``."""
     try:
-        return httpx.Headers({"A2A-Version": "1.0"})._list == [
-            (b"A2A-Version", b"a2a-version", b"1.0")
-        ]
-    except Exception:  # another httpx: the public path
-        return False
+        lowered = cls({"A2A-Version": "1.0"})._list == [(b"A2A-Version", b"a2a-version", b"1.0")]
+    except Exception:  # another layout: the public path
+        lowered = False
+    if not lowered:
+        return _headers_raw
+
+    def listed(headers: Headers, wanted: frozenset[bytes]) -> dict[str, str]:
+        if type(headers) is not cls:
+            return _headers_raw(headers, wanted)
+        found: dict[str, str] = {}
+        for _, name, value in headers._list:
+            if name in wanted:
+                found[name.decode("ascii")] = value.decode("latin-1")
+        return found
+
+    return listed
 
 
-_headers = _headers_listed if _lowered_list() else _headers_raw
-
-
-def _request_body(request: httpx.Request) -> bytes | None:
+def _request_body(lib: Library, request: Request) -> bytes | None:
     try:
         return request.content
-    except httpx.RequestNotRead:  # a streaming upload: never consumed on the caller's behalf
+    except lib.request_not_read:  # a streaming upload: never consumed on the caller's behalf
         return None
 
 
@@ -125,25 +143,25 @@ async def _late_setup_off_the_loop(rt: runtime.Runtime) -> None:
     await to_thread.run_sync(_late_setup_guarded, rt, limiter=CapacityLimiter(1))
 
 
-def _begin(rt: runtime.Runtime, request: httpx.Request) -> Exchange | A2ARequest | None:
+def _begin(rt: runtime.Runtime, lib: Library, request: Request) -> Exchange | A2ARequest | None:
     """Recognise the request and open its exchange, in one stretch of otel-a2a's work. The
     exchange; the A2A request alone when set-up is due first (:func:`_open` follows it);
     ``None`` for anything else, and for a request sent inside otel-a2a's own work in this
     thread (a finaliser's, run by a collection there: see ``collection``), which goes
     through as if uninstrumented, counted. Never raises."""
     if not collection.enter():
-        _reentrant(rt, request)
+        _reentrant(rt, lib, request)
         return None
     try:
         try:
             url = request.url
             path = url.path
-            headers = _headers(request.headers, _REQUEST_HEADERS)
+            headers = lib.headers(request.headers, _REQUEST_HEADERS)
             a2a = classify_request(
                 request.method,
                 path,
                 headers,
-                _request_body(request),
+                _request_body(lib, request),
                 # only read for an ``A2A-Version`` parameter when the header is absent (so
                 # not taken from the URL otherwise), never recorded
                 b"" if "a2a-version" in headers else url.query,
@@ -158,19 +176,19 @@ def _begin(rt: runtime.Runtime, request: httpx.Request) -> Exchange | A2ARequest
         collection.leave()
 
 
-def _reentrant(rt: runtime.Runtime, request: httpx.Request) -> None:
+def _reentrant(rt: runtime.Runtime, lib: Library, request: Request) -> None:
     """An A2A request sent inside otel-a2a's own work is counted, later: no metric may be
     recorded here."""
     try:
         url = request.url
-        headers = _headers(request.headers, _REQUEST_HEADERS)
-        if classify_request(request.method, url.path, headers, _request_body(request)):
+        headers = lib.headers(request.headers, _REQUEST_HEADERS)
+        if classify_request(request.method, url.path, headers, _request_body(lib, request)):
             collection.defer(functools.partial(rt.error, collection.REENTRANT))
     except Exception as exc:
         collection.defer(functools.partial(rt.error, type(exc).__name__))
 
 
-def _open(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Exchange | None:
+def _open(rt: runtime.Runtime, request: Request, a2a: A2ARequest) -> Exchange | None:
     """The exchange of an A2A request recognised before the set-up. Never raises."""
     if not collection.enter():  # a finaliser run by the set-up sends it: see _begin
         collection.defer(functools.partial(rt.error, collection.REENTRANT))
@@ -187,7 +205,7 @@ def _open(rt: runtime.Runtime, request: httpx.Request, a2a: A2ARequest) -> Excha
         collection.leave()
 
 
-def _start(rt: runtime.Runtime, url: httpx.URL, path: str, a2a: A2ARequest) -> Exchange | None:
+def _start(rt: runtime.Runtime, url: Any, path: str, a2a: A2ARequest) -> Exchange | None:
     """The exchange, its implicit decisions judged. Never raises."""
     try:
         # netloc carries no credentials; query and fragment are dropped (never recorded)
@@ -224,8 +242,11 @@ def _abandon(exchange: Exchange) -> None:
         pass
 
 
-class _TeeStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, exchange: Exchange) -> None:
+class TeeStream:
+    """The tee of a synchronous response stream; :func:`library` subclasses it with the
+    library's own ``SyncByteStream``, which its responses demand."""
+
+    def __init__(self, inner: SyncStream, exchange: Exchange) -> None:
         self._inner = inner
         self._exchange = exchange
 
@@ -248,12 +269,21 @@ class _TeeStream(httpx.SyncByteStream):
         finally:
             _guarded(self._exchange, self._exchange.close)
 
+    def __getattr__(self, name: str) -> Any:
+        """What the library keeps on its own stream reads through the tee: httpx2's
+        ``Response.elapsed`` is the ``elapsed`` of the stream the client attached."""
+        if name.startswith("_"):  # ours, read before ``__init__`` set them: not delegated
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     def __del__(self) -> None:
         _abandon(self._exchange)
 
 
-class _AsyncTeeStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, exchange: Exchange) -> None:
+class AsyncTeeStream:
+    """The tee of an asynchronous response stream (see :class:`TeeStream`)."""
+
+    def __init__(self, inner: AsyncStream, exchange: Exchange) -> None:
         self._inner = inner
         self._exchange = exchange
 
@@ -276,11 +306,35 @@ class _AsyncTeeStream(httpx.AsyncByteStream):
         finally:
             _guarded(self._exchange, self._exchange.close)
 
+    __getattr__ = TeeStream.__getattr__
+
     def __del__(self) -> None:
         _abandon(self._exchange)
 
 
-def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
+@dataclass(frozen=True, slots=True)
+class Library:
+    """A library of the httpx API as the wrappers meet it. httpx and httpx2 share the API, not
+    the classes: an httpx2 request is no ``httpx.Request``, and an httpx2 response reads only a
+    stream of httpx2's stream classes."""
+
+    module: ModuleType
+    tee: type[TeeStream]
+    async_tee: type[AsyncTeeStream]
+    request: type[Any]  # the module's, as fields: read on every request
+    request_not_read: type[Exception]
+    headers: HeaderReader
+
+    def wrap(self) -> None:
+        wrap_function_wrapper(self.module.Client, "send", functools.partial(send, self))
+        wrap_function_wrapper(self.module.AsyncClient, "send", functools.partial(async_send, self))
+
+    def unwrap(self) -> None:
+        unwrap(self.module.Client, "send")
+        unwrap(self.module.AsyncClient, "send")
+
+
+def _after(lib: Library, exchange: Exchange, response: Response, stream: bool) -> None:
     """Hand the response to the exchange; a failure here is counted, never raised."""
     if not collection.enter():  # the request began outside otel-a2a's work: only a host
         exchange.give_up()  # that resumes it from inside (a finaliser) gets here
@@ -291,7 +345,7 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
         raw = stream and not response.is_stream_consumed
         headers: Mapping[str, str]
         if exchange.reads_headers(raw):
-            headers = _headers(response.headers, _RESPONSE_HEADERS)
+            headers = lib.headers(response.headers, _RESPONSE_HEADERS)
         else:  # none of them is read: not even looked at
             headers = NO_HEADERS
         exchange.on_response(response.status_code, headers, raw)
@@ -299,10 +353,11 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
             exchange.complete(response.content)
             return
         inner = response.stream
-        if isinstance(inner, httpx.AsyncByteStream):
-            response.stream = _AsyncTeeStream(inner, exchange)
-        elif isinstance(inner, httpx.SyncByteStream):
-            response.stream = _TeeStream(inner, exchange)
+        module = lib.module
+        if isinstance(inner, module.AsyncByteStream):
+            response.stream = lib.async_tee(inner, exchange)  # type: ignore[assignment]
+        elif isinstance(inner, module.SyncByteStream):
+            response.stream = lib.tee(inner, exchange)  # type: ignore[assignment]
         else:
             exchange.rt.error("unknown_stream_type")
             exchange.close()
@@ -314,16 +369,17 @@ def _after(exchange: Exchange, response: httpx.Response, stream: bool) -> None:
 
 
 def send(
-    wrapped: Callable[..., httpx.Response],
-    instance: httpx.Client,
+    lib: Library,
+    wrapped: Callable[..., Response],
+    instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> httpx.Response:
+) -> Response:
     request = args[0] if args else kwargs.get("request")
     rt = runtime.current()
-    if rt is None or not isinstance(request, httpx.Request) or not is_instrumentation_enabled():
+    if rt is None or not isinstance(request, lib.request) or not is_instrumentation_enabled():
         return wrapped(*args, **kwargs)
-    exchange = _begin(rt, request)
+    exchange = _begin(rt, lib, request)
     if exchange is not None and not isinstance(exchange, Exchange):
         _late_setup_guarded(rt)
         exchange = _open(rt, request, exchange)
@@ -337,21 +393,22 @@ def send(
         raise
     finally:
         context.detach(token)
-    _after(exchange, response, bool(kwargs.get("stream")))
+    _after(lib, exchange, response, bool(kwargs.get("stream")))
     return response
 
 
 async def async_send(
-    wrapped: Callable[..., Awaitable[httpx.Response]],
-    instance: httpx.AsyncClient,
+    lib: Library,
+    wrapped: Callable[..., Awaitable[Response]],
+    instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> httpx.Response:
+) -> Response:
     request = args[0] if args else kwargs.get("request")
     rt = runtime.current()
-    if rt is None or not isinstance(request, httpx.Request) or not is_instrumentation_enabled():
+    if rt is None or not isinstance(request, lib.request) or not is_instrumentation_enabled():
         return await wrapped(*args, **kwargs)
-    exchange = _begin(rt, request)
+    exchange = _begin(rt, lib, request)
     if exchange is not None and not isinstance(exchange, Exchange):
         await _late_setup_off_the_loop(rt)
         exchange = _open(rt, request, exchange)
@@ -365,5 +422,20 @@ async def async_send(
         raise
     finally:
         context.detach(token)
-    _after(exchange, response, bool(kwargs.get("stream")))
+    _after(lib, exchange, response, bool(kwargs.get("stream")))
     return response
+
+
+def library(module: ModuleType) -> Library:
+    """``module`` (httpx or httpx2) as the wrappers meet it, with tees of its own stream
+    classes. Built when the module is wrapped: nothing here imports either library."""
+
+    class Tee(TeeStream, module.SyncByteStream):  # type: ignore[name-defined,misc]
+        pass
+
+    class AsyncTee(AsyncTeeStream, module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        pass
+
+    return Library(
+        module, Tee, AsyncTee, module.Request, module.RequestNotRead, _header_reader(module.Headers)
+    )

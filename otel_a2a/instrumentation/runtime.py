@@ -20,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
+from otel_a2a.detect.ledger import Ledger
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics, activate
 from otel_a2a.protocol import CardInfo, TaskReport
@@ -28,6 +29,8 @@ from otel_a2a.version import __version__
 _log = logging.getLogger("otel_a2a")
 _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
 UNKNOWN_AGENT = "_UNKNOWN"  # the agent of a decision on a task never seen, no URL given
+LEDGER_UNAVAILABLE = "ledger_unavailable"  # OTEL_A2A_LEDGER_PATH cannot be opened
+LEDGER_OPERATION_FAILED = "ledger_operation_failed"  # the shared ledger failed one operation
 
 
 class Peer:
@@ -72,14 +75,18 @@ class Runtime:
         logger_provider: LoggerProvider | None = None,
     ) -> None:
         self.settings = settings
+        ledger, failure = self._shared_ledger(settings)
         self.detector = Detector(
             max_tasks=settings.max_tracked_tasks,
             default_heartbeat=settings.default_heartbeat,
             heartbeat_overrides=settings.heartbeat_overrides,
+            ledger=ledger,
         )
         self.tracer: Tracer = trace.get_tracer(sc.SCOPE, __version__, tracer_provider)
         self.events = get_logger(sc.SCOPE, __version__, logger_provider)
         self.metrics = A2AMetrics(self.detector, meter_provider)
+        if failure:
+            self.error(LEDGER_UNAVAILABLE)
         # "configure": set up the SDK at the first A2A operation if nothing else did
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.
         self.setup_pending: str | None = None
@@ -89,6 +96,30 @@ class Runtime:
         # under an older one may be stale (another etag, heartbeat, name or route)
         self._card_fetches = itertools.count(1)
         self._generation = 0
+
+    def _shared_ledger(self, settings: Settings) -> tuple[Ledger | None, bool]:
+        """The ledger in ``OTEL_A2A_LEDGER_PATH``, and whether it failed to open (then one
+        warning here, a count once the metrics exist, and the detector keeps its own)."""
+        path = settings.ledger_path
+        if path is None:
+            return None, False
+        from otel_a2a.store.sqlite import LedgerStoreError, SqliteLedger  # only when asked for
+
+        try:
+            ledger = SqliteLedger(path, settings.max_tracked_tasks, on_error=self._ledger_failed)
+        except LedgerStoreError as exc:
+            _log.warning(
+                "otel-a2a: OTEL_A2A_LEDGER_PATH cannot be used (%s); observations stay in this "
+                "process",
+                exc,
+            )
+            return None, True
+        return ledger, False
+
+    def _ledger_failed(self, exc: BaseException) -> None:
+        """One operation of the shared ledger failed (it answered as for an unknown task)."""
+        _log.debug("otel-a2a: shared ledger operation failed", exc_info=exc)
+        self.error(LEDGER_OPERATION_FAILED)
 
     def peer(self, url: str, interface: str | None = None) -> Peer:
         """The agent a request URL belongs to, memoised by ``interface`` (the URL without its

@@ -93,11 +93,22 @@ def _fields(**fields: CoreSchema) -> CoreSchema:
 
 _ANY = cs.any_schema()
 _STATUS = _fields(state=_ANY, timestamp=_ANY)
-_TASKISH = _fields(id=_ANY, contextId=_ANY, taskId=_ANY, kind=_ANY, status=_STATUS)
+# task_id / context_id: a2a-go's v0.3 HTTP+JSON writes the v0.3 objects in snake_case
+_TASKISH = _fields(
+    id=_ANY,
+    contextId=_ANY,
+    taskId=_ANY,
+    context_id=_ANY,
+    task_id=_ANY,
+    kind=_ANY,
+    status=_STATUS,
+)
 _PAYLOAD = {
     "id": _ANY,
     "contextId": _ANY,
     "taskId": _ANY,
+    "context_id": _ANY,
+    "task_id": _ANY,
     "kind": _ANY,
     "status": _STATUS,
     "task": _TASKISH,

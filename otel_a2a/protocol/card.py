@@ -88,6 +88,15 @@ def parse_extended_card(request: A2ARequest, status: int, body: bytes) -> CardIn
             doc = doc.get("result") if isinstance(doc, dict) else None
         if not isinstance(doc, dict) or "error" in doc:
             return None
+        return extended_card(doc)
+    except Exception:
+        return None
+
+
+def extended_card(doc: dict[str, Any]) -> CardInfo | None:
+    """An extended card from its JSON object (the HTTP bindings' body, or a gRPC reply's
+    ProtoJSON form, which is the same object): etag ``extended_card_etag``. Never raises."""
+    try:
         etag = extended_card_etag(doc)
         return None if etag is None else _card_info(doc, etag, "jcs", None)
     except Exception:

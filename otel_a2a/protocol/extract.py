@@ -2,7 +2,8 @@
 
 Shapes understood, whatever the binding: v1.0 ``{task|message}`` (SendMessage), a bare Task
 (GetTask, CancelTask), v1.0 StreamResponse (``task|message|statusUpdate|artifactUpdate``),
-v0.3 results tagged with ``kind``, ``{tasks: [...]}`` pages (ListTasks), JSON-RPC errors and
+v0.3 results tagged with ``kind`` (camelCase, or a2a-go's snake_case v0.3 HTTP+JSON),
+``{tasks: [...]}`` pages (ListTasks), JSON-RPC errors and
 REST ``google.rpc.Status`` errors (with what an error says of the state of the task the
 request named: a report of kind ``"error-reply"``). A JSON object with ``id`` and a
 ``status`` object counts as a Task; this is the A2A Task shape, so a non-A2A REST API
@@ -66,6 +67,28 @@ ERROR_REASONS: dict[int, str] = {
     -32009: "VERSION_NOT_SUPPORTED",
 }
 _TASK_NOT_FOUND = "TASK_NOT_FOUND"
+# a2a-java before 1.0.0.Final (io.github.a2asdk 0.3.x and the 1.0 pre-releases) answers an
+# HTTP+JSON error as ``{"error": "<the A2AError's Java class>", "message": ...}`` with an HTTP
+# status of its own (RestHandler's HTTPRestErrorResponse); the class names the reason. Only the
+# SDK's own spec package counts: any other string is no A2A error.
+_JAVA_ERROR = re.compile(r"(?:io\.a2a|org\.a2aproject\.sdk)\.spec\.([A-Za-z]{1,64})")
+_JAVA_REASONS: dict[str, str] = {
+    "JSONParseError": "PARSE_ERROR",
+    "InvalidRequestError": "INVALID_REQUEST",
+    "MethodNotFoundError": "METHOD_NOT_FOUND",
+    "InvalidParamsError": "INVALID_PARAMS",
+    "InternalError": "INTERNAL_ERROR",
+    "TaskNotFoundError": _TASK_NOT_FOUND,
+    "TaskNotCancelableError": "TASK_NOT_CANCELABLE",
+    "PushNotificationNotSupportedError": "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    "UnsupportedOperationError": "UNSUPPORTED_OPERATION",
+    "ContentTypeNotSupportedError": "CONTENT_TYPE_NOT_SUPPORTED",
+    "InvalidAgentResponseError": "INVALID_AGENT_RESPONSE",
+    "ExtendedAgentCardNotConfiguredError": "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    "AuthenticatedExtendedCardNotConfiguredError": "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    "ExtensionSupportRequiredError": "EXTENSION_SUPPORT_REQUIRED",
+    "VersionNotSupportedError": "VERSION_NOT_SUPPORTED",
+}
 # Operations on which a bare 404 NOT_FOUND can only mean the task (push-config operations can
 # also miss the config, so they need the explicit reason).
 _TASK_ADDRESSED = frozenset(
@@ -74,14 +97,22 @@ _TASK_ADDRESSED = frozenset(
 _SEND = frozenset({Operation.SEND_MESSAGE, Operation.SEND_STREAMING_MESSAGE})
 _MAX_REASON = 64
 _NOT_CANCELABLE = "TASK_NOT_CANCELABLE"
-# The errors a server answers about a task's state: TaskNotCancelable, and UnsupportedOperation
-# for a message, a subscription or a cancel to a task already in a terminal state.
-_STATE_REASONS = frozenset({_NOT_CANCELABLE, "UNSUPPORTED_OPERATION"})
+# The errors a server answers about a task's state: TaskNotCancelable, UnsupportedOperation
+# for a message, a subscription or a cancel to a task already in a terminal state, and
+# InvalidParams, a2a-go's answer to a message to a terminal task.
+_STATE_REASONS = frozenset({_NOT_CANCELABLE, "UNSUPPORTED_OPERATION", "INVALID_PARAMS"})
 # How servers word that state in the message: a2a-sdk 1.x "Task <id> is in terminal state:
 # TASK_STATE_FAILED", a2a-sdk 0.3 "... terminal state: failed", @a2a-js/sdk "Task <id> is in a
 # terminal state (4) and cannot be modified." (a v1.0 enum number), a2a-sdk's legacy handler
-# "Task cannot be canceled - current state: TASK_STATE_WORKING". Only the message's head is read.
-_STATED = re.compile(r"\b(terminal|current) state\W{0,3}([A-Za-z][A-Za-z_-]{0,40}|\d{1,2})\b", re.I)
+# "Task cannot be canceled - current state: TASK_STATE_WORKING", a2a-go 'task in a terminal
+# state "TASK_STATE_COMPLETED"' and "task in non-cancelable state TASK_STATE_COMPLETED" (a
+# terminal one). Only the message's head is read.
+_STATED = re.compile(
+    r"\b(terminal|current|non-cancelable) state\W{0,3}([A-Za-z][A-Za-z_-]{0,40}|\d{1,2})\b", re.I
+)
+# a2a-go answers SubscribeToTask on a task it has but no longer runs (terminal, or waiting for
+# input) with TaskNotFound "task not found: no active execution": no evidence of a lost task.
+_NO_ACTIVE_EXECUTION = "no active execution"
 _MAX_MESSAGE = 512
 _UNKNOWN = TaskState.UNKNOWN
 
@@ -178,6 +209,13 @@ def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
     err = doc.get("error")
     if isinstance(err, dict):
         return ResponseFacts(error=_error(request, err, status))
+    if isinstance(err, str) and status >= 400:
+        java = _JAVA_ERROR.fullmatch(err[:128])
+        if java is not None:
+            reason = _JAVA_REASONS.get(java.group(1))
+            return ResponseFacts(
+                error=_error(request, {"message": doc.get("message")}, status, reason)
+            )
     # a JSON-RPC call's reply is an envelope whatever its key order: a2a-sdk writes "result"
     # first, so "id" and "jsonrpc" are missing from the prefix of a large one
     if "result" in doc and ("jsonrpc" in doc or "id" in doc or request.binding is _JSONRPC):
@@ -193,11 +231,15 @@ def _facts(request: A2ARequest, doc: Any, status: int) -> ResponseFacts:
     return _payload(request, doc)
 
 
-def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
-    """A JSON-RPC error object or a ``google.rpc.Status`` (``{"error": {...}}``) error."""
+def _error(
+    request: A2ARequest, err: dict[str, Any], status: int, reason: str | None = None
+) -> A2AError:
+    """A JSON-RPC error object or a ``google.rpc.Status`` (``{"error": {...}}``) error; or the
+    message of one whose ``reason`` was read elsewhere (a2a-java's class-named errors)."""
     raw_code = err.get("code")
     code = raw_code if type(raw_code) is int and -(2**63) <= raw_code < 2**63 else None
-    reason = _error_info_reason(err.get("data")) or _error_info_reason(err.get("details"))
+    if reason is None:
+        reason = _error_info_reason(err.get("data")) or _error_info_reason(err.get("details"))
     if reason is None and code is not None:
         reason = ERROR_REASONS.get(code)
     not_found = reason == _TASK_NOT_FOUND
@@ -209,10 +251,25 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
     ):
         not_found = True
         reason = _TASK_NOT_FOUND
+    return judged_error(request, code, reason, not_found, err.get("message"))
+
+
+def judged_error(
+    request: A2ARequest, code: int | None, reason: str | None, not_found: bool, message: object
+) -> A2AError:
+    """The error whose ``reason`` was read off the wire (any binding), with what its
+    ``message`` adds: a2a-go's "no active execution" is no lost task, and a state the message
+    spells is a report of kind ``"error-reply"`` about the task the request named."""
+    if (
+        not_found
+        and request.operation is Operation.SUBSCRIBE_TO_TASK
+        and _NO_ACTIVE_EXECUTION in str(message)[:_MAX_MESSAGE]
+    ):
+        not_found = False
     report = None
     task_id = request.task_id
     if task_id and reason in _STATE_REASONS:
-        reading = _stated_state(err.get("message"))
+        reading = _stated_state(message)
         if reading is None and reason == _NOT_CANCELABLE:
             reading = NOT_CANCELABLE
         if reading is not None:
@@ -221,9 +278,10 @@ def _error(request: A2ARequest, err: dict[str, Any], status: int) -> A2AError:
 
 
 def _stated_state(message: object) -> StateReading | None:
-    """The state an error message says the task is in (see ``_STATED``), or None. A "terminal
-    state" that names a non-terminal one is a contradiction, never a reading. Never judged
-    for its spelling: a message is no wire state (so it reads as exact)."""
+    """The state an error message says the task is in (see ``_STATED``), or None. A "terminal"
+    or "non-cancelable state" that names a non-terminal one is a contradiction, never a
+    reading. Never judged for its spelling: a message is no wire state (so it reads as
+    exact)."""
     if type(message) is not str:
         return None
     found = _STATED.search(message[:_MAX_MESSAGE])
@@ -231,7 +289,7 @@ def _stated_state(message: object) -> StateReading | None:
         return None
     phrase, token = found.groups()
     state = normalize_task_state(int(token) if token.isdigit() else token)
-    if state is _UNKNOWN or (phrase.lower() == "terminal" and not state.is_terminal):
+    if state is _UNKNOWN or (phrase.lower() != "current" and not state.is_terminal):
         return None
     return StateReading(token, state, True, True)
 
@@ -307,8 +365,13 @@ def _reports(report: TaskReport | None) -> ResponseFacts:
 def _report(
     obj: dict[str, Any], id_key: str, version: str | None, binding: Binding | None, kind: str
 ) -> TaskReport | None:
-    """One task's report; ``binding=None`` for frames without a state (artifact updates)."""
+    """One task's report; ``binding=None`` for frames without a state (artifact updates).
+
+    a2a-go's v0.3 HTTP+JSON writes the v0.3 objects in snake_case (``task_id``,
+    ``context_id``): read when the camelCase key is absent."""
     task_id = obj.get(id_key)
+    if task_id is None and id_key == "taskId":
+        task_id = obj.get("task_id")
     if type(task_id) is not str or not 0 < len(task_id) <= MAX_ID_LEN:
         return None
     state: StateReading | None = None
@@ -332,6 +395,8 @@ def _report(
         else:
             state = read_state(None, version, binding)
     context_id = obj.get("contextId")  # as _id does, inlined: every report passes here
+    if context_id is None:
+        context_id = obj.get("context_id")
     if type(context_id) is not str or not 0 < len(context_id) <= MAX_ID_LEN:
         context_id = None
     return _new(TaskReport, (task_id, context_id, state, kind, stamp))

@@ -59,6 +59,50 @@ def test_stream_span_yields_one_belief_per_status_event() -> None:
     ]
 
 
+def test_heartbeat_frames_restating_a_state_extend_its_belief() -> None:
+    """Workers re-send ``working`` on open streams (a heartbeat frame, more often than the
+    grace): each restates the belief, none supersedes it, so it holds from the first frame to
+    the next change (else every belief but the last would be trimmed to an instant)."""
+    events = [
+        status_event("t1", "TASK_STATE_SUBMITTED", 1),
+        *(status_event("t1", "TASK_STATE_WORKING", ms) for ms in (2, 4, 6, 8)),
+        status_event("t1", "TASK_STATE_FAILED", 9),
+    ]
+    doc = request(
+        "orch",
+        span("t1", "TASK_STATE_FAILED", 0, 10, name="A2A SendStreamingMessage", events=events),
+    )
+    beliefs = parse_request(doc).beliefs
+    got = [(b.state, (b.start_ns - T0) // MS, (b.end_ns - T0) // MS, b.superseded) for b in beliefs]
+    assert got == [
+        (TaskState.SUBMITTED, 1, 2, True),
+        (TaskState.WORKING, 2, 9, True),
+        (TaskState.FAILED, 9, 10, False),
+    ]
+
+
+def test_the_java_sdk_extras_attributes_are_a_belief() -> None:
+    """A span of the A2A Java SDK's OpenTelemetry extras names its task
+    ``gen_ai.agent.a2a.task_id`` and the state ``gen_ai.agent.a2a.status``; ours win."""
+    java = {"gen_ai.agent.a2a.task_id": "t1", "gen_ai.agent.a2a.status": "TASK_STATE_FAILED"}
+    doc = request("jvm", span(None, None, 0, 1, name="GetTask", extra=java))
+    (belief,) = parse_request(doc).beliefs
+    assert (belief.task_id, belief.state, belief.raw) == (
+        "t1",
+        TaskState.FAILED,
+        "TASK_STATE_FAILED",
+    )
+    both = request("jvm", span("t2", "TASK_STATE_WORKING", 0, 1, extra=java))
+    (belief,) = parse_request(both).beliefs
+    assert (belief.task_id, belief.state) == ("t2", TaskState.WORKING)
+    assert (
+        parse_request(
+            request("jvm", span(None, None, 0, 1, extra={"gen_ai.agent.a2a.task_id": "t1"}))
+        ).beliefs
+        == []
+    )
+
+
 def test_a_swapped_task_is_a_belief_about_the_task_answered() -> None:
     """A follow-up on t1 answered with a new task t2: the span stays about t1 and carries no
     state of it; its ``a2a.task.swapped`` event is the belief about t2, to the span's end."""

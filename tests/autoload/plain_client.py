@@ -1,24 +1,37 @@
 """A plain a2a-sdk client: no otel_a2a import, no OpenTelemetry code.
 
 Fetches the card, sends ``echo hi``, reads the task back, then sends a follow-up to a task
-this process never observed (a liveness decision without an observation).
+this process never observed (a liveness decision without an observation). Arguments: the
+agent's base URL, then the client library (``httpx``, the default, or ``httpx2``); with
+``--grpc`` the operations go over the card's gRPC interface (``grpc.aio.insecure_channel``,
+as the a2a-sdk documents it), the card still fetched over HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
 import uuid
 
-import httpx
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
 
-async def main(base: str) -> None:
-    async with httpx.AsyncClient() as http:
-        card = await A2ACardResolver(http, base).get_agent_card()
-    client = await create_client(card, client_config=ClientConfig(streaming=False))
+async def main(base: str, library: str, grpc: bool) -> None:
+    lib = importlib.import_module(library)
+    http = lib.AsyncClient()
+    card = await A2ACardResolver(http, base).get_agent_card()
+    config = ClientConfig(streaming=False, httpx_client=http)
+    if grpc:
+        import grpc.aio
+
+        config = ClientConfig(
+            streaming=False,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+    client = await create_client(card, client_config=config)
     message = Message(
         message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="echo hi")]
     )
@@ -40,6 +53,8 @@ async def main(base: str) -> None:
     except Exception as exc:  # the peer rejects an unknown task; we only care about the decision
         print("FOLLOW-UP", type(exc).__name__, flush=True)
     await client.close()
+    await http.aclose()
 
 
-asyncio.run(main(sys.argv[1]))
+_args = [a for a in sys.argv[2:] if not a.startswith("--")]
+asyncio.run(main(sys.argv[1], _args[0] if _args else "httpx", "--grpc" in sys.argv[2:]))

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.peers import RunningPeer
+
 SCRIPT = Path(__file__).with_name("plain_client.py")
 BIN = Path(sys.executable).parent
 
@@ -62,8 +64,12 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_enabled_variable_alone_instruments_a_plain_a2a_client(python_peer: str) -> None:
-    done = _run([sys.executable, str(SCRIPT), python_peer], _env(OTEL_A2A_ENABLED="true"))
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_enabled_variable_alone_instruments_a_plain_a2a_client(
+    python_peer: str, library: str
+) -> None:
+    argv = [sys.executable, str(SCRIPT), python_peer, library]
+    done = _run(argv, _env(OTEL_A2A_ENABLED="true"))
     assert done.returncode == 0, done.stderr
     assert "TASK" in done.stdout
     docs = _documents(done.stdout)
@@ -75,6 +81,31 @@ def test_enabled_variable_alone_instruments_a_plain_a2a_client(python_peer: str)
     assert spans["A2A GetAgentCard"]["attributes"]["a2a.card.etag"].startswith('W/"')
     assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
     assert _metric_sum(docs, "a2a.liveness.decisions", **{"a2a.decision.outcome": "divergent"}) == 1
+    assert "Error" not in done.stderr, done.stderr
+
+
+def test_enabled_variable_alone_instruments_a_plain_grpc_client(grpc_peer: RunningPeer) -> None:
+    """The same plain client on the a2a-sdk gRPC transport: task spans of binding GRPC."""
+    done = _run(
+        [sys.executable, str(SCRIPT), grpc_peer.base_url, "--grpc"],
+        _env(OTEL_A2A_ENABLED="true"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TASK" in done.stdout and "FOLLOW-UP" in done.stdout
+    docs = _documents(done.stdout)
+    spans = {d["name"]: d for d in docs if "name" in d and "context" in d}
+    assert {"A2A GetAgentCard", "A2A SendMessage", "A2A GetTask"} <= set(spans)
+    get_task = spans["A2A GetTask"]["attributes"]
+    assert get_task["a2a.binding"] == "GRPC"
+    assert get_task["a2a.protocol.version"] == "1.0"
+    assert get_task["a2a.task.state"] == "completed"
+    assert get_task["a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
+    assert get_task["rpc.grpc.status_code"] == 0
+    assert get_task["a2a.agent.url"] == grpc_peer.base_url  # the card's agent, by its gRPC URL
+    assert get_task["a2a.card.etag"] == spans["A2A GetAgentCard"]["attributes"]["a2a.card.etag"]
+    assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
+    assert _metric_sum(docs, "a2a.liveness.decisions", **{"a2a.decision.outcome": "divergent"}) == 1
+    assert _metric_sum(docs, "a2a.instrumentation.errors") == 0
     assert "Error" not in done.stderr, done.stderr
 
 

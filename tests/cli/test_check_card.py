@@ -34,6 +34,21 @@ def test_real_peer_cards_are_clean(peer: str, request: pytest.FixtureRequest) ->
     assert report.errors == [] and report.warnings == []
 
 
+@pytest.mark.jvm
+def test_the_jvm_peer_card_warns_that_revalidation_is_ignored(jvm_peer: str) -> None:
+    """a2a-java's card as the seed's worker served it: a quoted MD5 ``ETag`` that
+    ``If-None-Match`` never turns into a 304; usable, with a warning saying what it costs."""
+    report = check_card(jvm_peer)
+    assert report.exit_code == 0, render(report)
+    assert report.card is not None and report.card.etag_source == "header"
+    assert report.card.etag.startswith('"') and len(report.card.etag) == 34
+    assert report.revalidation == "HTTP 200 (If-None-Match ignored)"
+    assert report.errors == []
+    assert report.warnings == [
+        "If-None-Match not honoured: every revalidation downloads the card again"
+    ]
+
+
 def test_cli_prints_the_report(python_peer: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-card", python_peer + "/.well-known/agent-card.json"]) == 0
     out = capsys.readouterr().out

@@ -1,34 +1,72 @@
-"""TaskLedger: reference-model equivalence, eviction order, stale scan, threads, memory."""
+"""The ledger's semantics, for every store: reference-model equivalence, eviction order, stale
+scan, threads, late observations; and the in-memory ledger's memory bound.
+
+Each semantic test runs against the in-memory :class:`TaskLedger` and the shared
+:class:`SqliteLedger` (``new_ledger``): the same calls must give the same answers.
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+import shutil
+import tempfile
 import threading
 import tracemalloc
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from otel_a2a.detect.ledger import LATE, Observation, TaskLedger
+from otel_a2a.detect.ledger import LATE, Ledger, Observation, TaskLedger
 from otel_a2a.protocol.states import StateClass, TaskState
+from otel_a2a.store.sqlite import SqliteLedger
 
 from .helpers import make_obs
+
+NewLedger = Callable[[int], Ledger]
+
+
+class SqliteFiles:
+    """New SQLite ledgers in one directory; every operation error they report is kept (a
+    semantic test must see none)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.errors: list[BaseException] = []
+        self._n = itertools.count()
+
+    def __call__(self, max_tasks: int) -> Ledger:
+        path = self.directory / f"ledger-{next(self._n)}.db"
+        return SqliteLedger(path, max_tasks, on_error=self.errors.append, busy_timeout=5.0)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def new_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NewLedger]:
+    if request.param == "memory":
+        yield TaskLedger
+        return
+    files = SqliteFiles(tmp_path)
+    yield files
+    assert not files.errors
+
 
 TASKS = [f"task-{i}" for i in range(8)]
 AGENTS = ["http://a", "http://b", "http://c"]
 HEARTBEATS = {"http://a": 5.0, "http://b": 20.0, "http://c": 60.0}
 
 
-def test_observe_returns_previous_and_get_returns_last() -> None:
-    ledger = TaskLedger(10)
+def test_observe_returns_previous_and_get_returns_last(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(10)
     first = make_obs("t", TaskState.WORKING, at=1.0)
     assert ledger.observe(first) is None
     second = make_obs("t", TaskState.COMPLETED, at=2.0)
-    assert ledger.observe(second) is first
+    assert ledger.observe(second) == first
     got = ledger.get("t")
     assert got is not None and got.state is TaskState.COMPLETED and got.at == 2.0
     assert len(ledger) == 1 and "t" in ledger
@@ -59,8 +97,8 @@ def test_observation_fields_round_trip() -> None:
     )
 
 
-def test_eviction_prefers_oldest_terminal_then_oldest_live() -> None:
-    ledger = TaskLedger(3)
+def test_eviction_prefers_oldest_terminal_then_oldest_live(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(3)
     ledger.observe(make_obs("live-old", TaskState.WORKING, at=1.0))
     ledger.observe(make_obs("done-old", TaskState.COMPLETED, at=2.0))
     ledger.observe(make_obs("done-new", TaskState.FAILED, at=3.0))
@@ -74,8 +112,8 @@ def test_eviction_prefers_oldest_terminal_then_oldest_live() -> None:
     assert len(ledger) == 3
 
 
-def test_touch_refreshes_time_only_and_never_backwards() -> None:
-    ledger = TaskLedger(10)
+def test_touch_refreshes_time_only_and_never_backwards(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(10)
     assert ledger.touch("missing", 5.0) is False
     ledger.observe(make_obs("t", TaskState.WORKING, at=10.0, etag="e1"))
     assert ledger.touch("t", 12.0) is True
@@ -84,17 +122,21 @@ def test_touch_refreshes_time_only_and_never_backwards() -> None:
         got is not None and got.at == 12.0 and got.etag == "e1" and got.state is TaskState.WORKING
     )
     ledger.touch("t", 11.0)
-    assert got.at == 12.0
+    again = ledger.get("t")
+    assert again is not None and again.at == 12.0
 
 
-def test_reobserve_refreshes_only_the_very_observation_held() -> None:
-    ledger = TaskLedger(10)
+def test_reobserve_refreshes_only_the_very_observation_held(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(10)
     held = make_obs("t", TaskState.WORKING, at=10.0, etag="e1")
     ledger.observe(held)
     ledger.observe(make_obs("u", TaskState.WORKING, at=11.0, etag="e1"))
     same = ("t", held.agent, TaskState.WORKING, held.raw, True, "GetTask")
     assert ledger.reobserve(*same, "e1", 12.0) is True
-    assert ledger.get("t") is held and held.at == 12.0  # in place: no new node
+    got = ledger.get("t")
+    assert got is not None and got.at == 12.0 and got == held._copy(12.0)
+    if isinstance(ledger, TaskLedger):
+        assert got is held  # in place: no new node
     assert [o.task_id for o in ledger.snapshot()] == ["u", "t"]  # now the most recent
     for other in (
         ("t", held.agent, TaskState.WORKING, held.raw, True, "GetTask", "e2", 13.0),  # etag
@@ -106,16 +148,18 @@ def test_reobserve_refreshes_only_the_very_observation_held() -> None:
         ("missing", *same[1:], "e1", 13.0),
     ):
         assert ledger.reobserve(*other) is False
-    assert held.at == 12.0 and ledger.get("t") is held
+    again = ledger.get("t")
+    assert again is not None and again.at == 12.0
     done = make_obs("d", TaskState.COMPLETED, at=1.0, etag="e1")
     ledger.observe(done)
     args = ("d", done.agent, TaskState.COMPLETED, done.raw, True, "GetTask", "e1", 2.0)
     assert ledger.reobserve(*args) is False  # terminal: observe() judges and keeps stamps
-    assert done.at == 1.0
+    kept = ledger.get("d")
+    assert kept is not None and kept.at == 1.0
 
 
-def test_forget_returns_last_and_updates_counts() -> None:
-    ledger = TaskLedger(10)
+def test_forget_returns_last_and_updates_counts(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(10)
     ledger.observe(make_obs("t", TaskState.AUTH_REQUIRED))
     forgotten = ledger.forget("t")
     assert forgotten is not None and forgotten.state is TaskState.AUTH_REQUIRED
@@ -133,8 +177,8 @@ def test_observe_of_a_linked_observation_copies() -> None:
     assert a.snapshot() == [obs] and len(b.snapshot()) == 2
 
 
-def test_stale_by_agent_reports_zero_for_fresh_agents() -> None:
-    ledger = TaskLedger(100)
+def test_stale_by_agent_reports_zero_for_fresh_agents(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(100)
     ledger.observe(make_obs("a1", agent="http://a", at=0.0))
     ledger.observe(make_obs("a2", agent="http://a", at=50.0))
     ledger.observe(make_obs("b1", agent="http://b", at=50.0))
@@ -144,10 +188,10 @@ def test_stale_by_agent_reports_zero_for_fresh_agents() -> None:
 
 
 @pytest.mark.parametrize("state", [TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED])
-def test_interrupted_tasks_are_never_stale(state: TaskState) -> None:
+def test_interrupted_tasks_are_never_stale(new_ledger: NewLedger, state: TaskState) -> None:
     """They wait for the caller; their agent still appears (0), from either walk direction,
     and a task that resumes working ages again."""
-    ledger = TaskLedger(100)
+    ledger = new_ledger(100)
     ledger.observe(make_obs("w", agent="http://a", at=0.0))
     ledger.observe(make_obs("i", state, agent="http://a", at=0.0))
     ledger.observe(make_obs("only", state, agent="http://b", at=0.0))
@@ -164,7 +208,8 @@ def test_interrupted_tasks_are_never_stale(state: TaskState) -> None:
 
 
 def test_stale_scan_at_100k_counts_exactly_from_either_end() -> None:
-    """Its speed is a ``make bench`` row (``stale gauge``), not a wall-clock assert here."""
+    """In memory (the walk's two directions); its speed is a ``make bench`` row (``stale
+    gauge``), not a wall-clock assert here."""
     ledger = TaskLedger(100_000)
     for i in range(100_000):  # one in 7 waits for the caller: never stale
         state = TaskState.INPUT_REQUIRED if i % 7 == 0 else TaskState.WORKING
@@ -209,6 +254,7 @@ def test_memory_per_task_is_bounded() -> None:
     ["", "x" * 10_000, "\u0000\ud800", "🦄"],
 )
 def test_weird_ids_and_times_do_not_raise(weird: str) -> None:
+    """In memory (SQLite cannot store a lone surrogate: ``tests/store`` counts that error)."""
     ledger = TaskLedger(2)
     ledger.observe(make_obs(weird, at=math.nan, agent=weird, etag=None, raw=weird))
     ledger.observe(make_obs(weird + "2", TaskState.UNKNOWN, at=math.inf))
@@ -221,9 +267,9 @@ def test_weird_ids_and_times_do_not_raise(weird: str) -> None:
     assert len(ledger) <= 2
 
 
-def test_max_tasks_must_be_positive() -> None:
+def test_max_tasks_must_be_positive(new_ledger: NewLedger) -> None:
     with pytest.raises(ValueError):
-        TaskLedger(0)
+        new_ledger(0)
 
 
 # -- reference model ------------------------------------------------------------------------
@@ -285,14 +331,17 @@ class _Model:
 class LedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.ledger = TaskLedger(3)  # small: eviction is exercised constantly
+        self.ledger = self.new(3)  # small: eviction is exercised constantly
         self.model = _Model(3)
         self.now = 0.0
+
+    def new(self, max_tasks: int) -> Ledger:
+        return TaskLedger(max_tasks)
 
     @rule(size=st.sampled_from([1, 2, 3, 5, 100]))
     @precondition(lambda self: len(self.ledger) == 0)
     def resize_when_empty(self, size: int) -> None:
-        self.ledger = TaskLedger(size)
+        self.ledger = self.new(size)
         self.model = _Model(size)
 
     @rule(
@@ -310,6 +359,8 @@ class LedgerMachine(RuleBasedStateMachine):
             assert prev is None
         else:
             assert prev is not None and (prev.state, prev.agent, prev.at) == expected_prev
+        got = self.ledger.get(task_id)
+        assert got is not None and (got.state, got.agent, got.at) == (state, agent, self.now)
 
     @rule(
         task_id=st.sampled_from(TASKS),
@@ -381,8 +432,31 @@ TestLedgerMachine = LedgerMachine.TestCase
 TestLedgerMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 
 
-def test_threads_keep_the_ledger_consistent() -> None:
-    ledger = TaskLedger(50)
+class SqliteLedgerMachine(LedgerMachine):
+    """The same rules against the shared store (a new file for every ledger)."""
+
+    def __init__(self) -> None:
+        self.files = SqliteFiles(Path(tempfile.mkdtemp(prefix="otel-a2a-ledger-")))
+        super().__init__()
+
+    def new(self, max_tasks: int) -> Ledger:
+        return self.files(max_tasks)
+
+    @invariant()
+    def no_store_error(self) -> None:
+        assert not self.files.errors
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.files.directory, ignore_errors=True)
+
+
+TestSqliteLedgerMachine = SqliteLedgerMachine.TestCase
+TestSqliteLedgerMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_threads_keep_the_ledger_consistent(new_ledger: NewLedger) -> None:
+    ledger = new_ledger(50)
+    rounds = 5_000 if isinstance(ledger, TaskLedger) else 300
     barrier = threading.Barrier(6)
     errors: list[BaseException] = []
 
@@ -390,7 +464,7 @@ def test_threads_keep_the_ledger_consistent() -> None:
         rng = random.Random(seed)
         try:
             barrier.wait()
-            for i in range(5_000):
+            for i in range(rounds):
                 task_id = f"t{rng.randrange(120)}"
                 op = rng.random()
                 if op < 0.6:
@@ -415,7 +489,7 @@ def test_threads_keep_the_ledger_consistent() -> None:
     snapshot = ledger.snapshot()
     assert len(snapshot) == len(ledger) <= 50
     assert len({o.task_id for o in snapshot}) == len(snapshot)
-    assert all(ledger.get(o.task_id) is o for o in snapshot)
+    assert all(ledger.get(o.task_id) == o for o in snapshot)
     counts = ledger.counts_by_class()
     assert sum(counts.values()) == len(ledger)
     assert counts[StateClass.TERMINAL] == sum(o.state.is_terminal for o in snapshot)
@@ -423,10 +497,10 @@ def test_threads_keep_the_ledger_consistent() -> None:
     assert sum(stale.values()) == sum(o.state.state_class is StateClass.ACTIVE for o in snapshot)
 
 
-def test_a_late_frame_is_refused_under_the_lock() -> None:
+def test_a_late_frame_is_refused_under_the_lock(new_ledger: NewLedger) -> None:
     """A non-terminal report stamped no later than the terminal state held is not recorded,
     whatever was checked before the call: the check and the update are one step."""
-    ledger = TaskLedger(10)
+    ledger = new_ledger(10)
 
     def done(at: float) -> Observation:
         raw, stamp = "TASK_STATE_COMPLETED", "2026-12-02T15:00:10Z"
@@ -449,10 +523,10 @@ def test_a_late_frame_is_refused_under_the_lock() -> None:
     assert held is not None and held.state is TaskState.WORKING
 
 
-def test_an_observation_older_than_the_one_held_is_not_recorded() -> None:
+def test_an_observation_older_than_the_one_held_is_not_recorded(new_ledger: NewLedger) -> None:
     """Taken first, recorded last (another thread was faster): it must not replace newer
     state or a newer card etag; an observation of the same instant is recorded."""
-    ledger = TaskLedger(10)
+    ledger = new_ledger(10)
 
     def seen(state: TaskState, at: float, etag: str) -> Observation:
         return Observation("t", "a", state, state.value, True, at, etag, "GetTask")
@@ -463,3 +537,25 @@ def test_an_observation_older_than_the_one_held_is_not_recorded() -> None:
     assert held is not None and (held.state, held.at, held.etag) == (TaskState.FAILED, 2.0, "e2")
     prev = ledger.observe(seen(TaskState.WORKING, 2.0, "e2"))
     assert prev is not None and prev is not LATE and prev.state is TaskState.FAILED
+
+
+def test_every_field_survives_the_store(new_ledger: NewLedger) -> None:
+    """What the detector reads back: state, spelling, exactness, source, time, etag, agent and
+    the terminal stamp; times that are not numbers come back as NaN (SQLite stores NULL)."""
+    ledger = new_ledger(10)
+    done = Observation(
+        "t", "http://a", TaskState.FAILED, "failed", False, 7.25, '"e"', "error-reply", "2026Z"
+    )
+    ledger.observe(done)
+    got = ledger.get("t")
+    assert got == done and got is not None and got.stamp == "2026Z"
+    assert (got.raw, got.exact, got.source, got.state) == (
+        "failed",
+        False,
+        "error-reply",
+        TaskState.FAILED,
+    )
+    ledger.observe(make_obs("nan", at=math.nan, etag=None))
+    odd = ledger.get("nan")
+    assert odd is not None and math.isnan(odd.at) and odd.etag is None
+    assert ledger.get("missing") is None and "missing" not in ledger and "t" in ledger

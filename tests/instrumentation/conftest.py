@@ -1,9 +1,13 @@
-"""An in-memory OpenTelemetry SDK around each test; the fake agent is in ``tests/support``."""
+"""An in-memory OpenTelemetry SDK around each test, and the client library (httpx or httpx2);
+the fake agent is in ``tests/support``."""
 
 from __future__ import annotations
 
+import importlib
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -85,6 +89,20 @@ def make_harness(sampler: Sampler | None = None) -> tuple[Harness, A2AInstrument
     return Harness(exporter, reader, tracer_provider, logs), instrumentor
 
 
+# Peer/mode pairs that cannot meet: a2a-go's v0.3 HTTP+JSON speaks the v0.3 JSON-RPC objects in
+# snake_case, a2a-sdk's v0.3 REST client the v0.3 proto JSON (camelCase, ``ROLE_USER``): every
+# request is a 400 before any A2A exchange. test_real_go_peer.py drives it with httpx instead.
+UNMEETABLE = re.compile(r"[\[-]go-rest-0\.3[\]-]")  # one part of the id, wherever it stands
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (not skip) the pairs of ``UNMEETABLE``: there is nothing there to run."""
+    keep = [i for i in items if not UNMEETABLE.search(i.nodeid)]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 @pytest.fixture
 def otel() -> Iterator[Harness]:
     harness, instrumentor = make_harness()
@@ -92,6 +110,13 @@ def otel() -> Iterator[Harness]:
         yield harness
     finally:
         instrumentor.uninstrument()
+
+
+@pytest.fixture(params=["httpx", "httpx2"])
+def http_lib(request: pytest.FixtureRequest) -> ModuleType:
+    """The library of the application's client: httpx, or httpx2 (Pydantic's continuation of
+    httpx, the same API), which otel-a2a instruments alike."""
+    return importlib.import_module(request.param)
 
 
 class Clock:

@@ -1,14 +1,16 @@
-"""A plain httpx client script (no otel_a2a import) for the differential test.
+"""A plain httpx (or httpx2) client script (no otel_a2a import) for the differential test.
 
 Prints one JSON document: for every case and client style, what the application saw: status,
 body bytes, or the exception's type and message. Run once with ``OTEL_A2A_ENABLED=true`` and
-once without; the two documents must be identical.
+once without; the two documents must be identical. Arguments: the agent's base URL, the cases
+(comma-separated), the client library (``httpx`` or ``httpx2``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import sys
 from typing import Any
@@ -17,6 +19,7 @@ import httpx
 
 BASE = sys.argv[1]
 CASES = sys.argv[2].split(",")
+LIB = importlib.import_module(sys.argv[3])  # httpx2 has httpx's API (the annotations say httpx)
 RPC = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}
 HEADERS = {"A2A-Version": "1.0"}
 
@@ -40,7 +43,7 @@ def _failed(exc: BaseException) -> dict[str, Any]:
 
 
 def sync_case(case: str, stream: bool) -> dict[str, Any]:
-    with httpx.Client() as client:
+    with LIB.Client() as client:
         try:
             response = client.send(_request(client, case), stream=stream)
             try:
@@ -57,7 +60,7 @@ def sync_case(case: str, stream: bool) -> dict[str, Any]:
 
 
 async def async_case(case: str, stream: bool) -> dict[str, Any]:
-    async with httpx.AsyncClient() as client:
+    async with LIB.AsyncClient() as client:
         try:
             response = await client.send(_request(client, case), stream=stream)
             try:
@@ -79,7 +82,7 @@ async def main() -> None:
         for stream in (False, True):
             seen[f"{case}/sync/stream={stream}"] = sync_case(case, stream)
             seen[f"{case}/async/stream={stream}"] = await async_case(case, stream)
-    instrumented = hasattr(httpx.Client.send, "__wrapped__")
+    instrumented = hasattr(LIB.Client.send, "__wrapped__")
     print(json.dumps({"instrumented": instrumented, "seen": seen}, sort_keys=True))
 
 

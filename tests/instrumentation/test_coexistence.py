@@ -1,7 +1,8 @@
 """otel-a2a next to the other tracing a real application has, against the real Python peer.
 
 - ``opentelemetry-instrumentation-httpx`` (it patches the transports, so only a real transport
-  is traced): its HTTP span is a child of our ``A2A …`` span whichever was instrumented first;
+  is traced), for httpx and for httpx2: its HTTP span is a child of our ``A2A …`` span whichever
+  was instrumented first;
 - a2a-sdk's own tracing (scope ``a2a-python-sdk``, on by default with opentelemetry-api): both
   sets of spans export and detection is unchanged;
 - ``uninstrument()``: no A2A span, no metric, and the original ``httpx`` methods are back.
@@ -10,14 +11,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from a2a.client import A2ACardResolver
 from a2a.types import GetTaskRequest
 from opentelemetry import trace
-from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -49,19 +52,22 @@ def _original(cls: type, name: str) -> Callable[..., Any]:
     return getattr(method, "__wrapped__", method)
 
 
-SEND = _original(httpx.Client, "send")
-ASYNC_SEND = _original(httpx.AsyncClient, "send")
-HANDLE = _original(httpx.HTTPTransport, "handle_request")
-ASYNC_HANDLE = _original(httpx.AsyncHTTPTransport, "handle_async_request")
+# what the two instrumentations patch, in httpx and in httpx2
+_PATCHED = [
+    ("Client", "send"),
+    ("AsyncClient", "send"),
+    ("HTTPTransport", "handle_request"),
+    ("AsyncHTTPTransport", "handle_async_request"),
+]
+ORIGINALS = {
+    (getattr(lib, cls), name): _original(getattr(lib, cls), name)
+    for lib in (httpx, httpx2)
+    for cls, name in _PATCHED
+}
 
 
 def _restored() -> bool:
-    return (
-        vars(httpx.Client)["send"] is SEND
-        and vars(httpx.AsyncClient)["send"] is ASYNC_SEND
-        and vars(httpx.HTTPTransport)["handle_request"] is HANDLE
-        and vars(httpx.AsyncHTTPTransport)["handle_async_request"] is ASYNC_HANDLE
-    )
+    return all(vars(cls)[name] is original for (cls, name), original in ORIGINALS.items())
 
 
 def _providers() -> tuple[Harness, MeterProvider]:
@@ -80,9 +86,9 @@ def _a2a(spans: list[ReadableSpan]) -> list[ReadableSpan]:
     return _scope(spans, "otel_a2a")
 
 
-async def _exchange(base: str) -> dict[str, Any]:
+async def _exchange(base: str, lib: ModuleType = httpx) -> dict[str, Any]:
     """Card, SendMessage, GetTask and a streamed SendStreamingMessage with the a2a-sdk client."""
-    async with httpx.AsyncClient(timeout=10.0) as http:
+    async with lib.AsyncClient(timeout=10.0) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
         client, streaming = await clients(http, card, JSONRPC)
         done = await only_task(client.send_message(message("echo coexist")))
@@ -95,9 +101,10 @@ async def _exchange(base: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def both_instrumented(request: pytest.FixtureRequest) -> Iterator[Harness]:
+def both_instrumented(request: pytest.FixtureRequest, http_lib: ModuleType) -> Iterator[Harness]:
     harness, meter_provider = _providers()
-    ours, theirs = A2AInstrumentor(), HTTPXClientInstrumentor()
+    theirs = HTTPXClientInstrumentor() if http_lib is httpx else HTTPX2ClientInstrumentor()
+    ours = A2AInstrumentor()
     steps = {
         "a2a": lambda: ours.instrument(
             tracer_provider=harness.tracer_provider, meter_provider=meter_provider
@@ -123,11 +130,11 @@ def both_instrumented(request: pytest.FixtureRequest) -> Iterator[Harness]:
     indirect=True,
 )
 def test_httpx_span_is_a_child_of_the_a2a_span(
-    both_instrumented: Harness, python_peer: str
+    both_instrumented: Harness, http_lib: ModuleType, python_peer: str
 ) -> None:
     otel = both_instrumented
-    seen = run(_exchange(python_peer))
-    with httpx.Client(timeout=10.0) as sync_client:  # the sync path too
+    seen = run(_exchange(python_peer, http_lib))
+    with http_lib.Client(timeout=10.0) as sync_client:  # the sync path too
         assert sync_client.get(card_url(python_peer)).status_code == 200
 
     spans = otel.spans()
@@ -234,22 +241,24 @@ def test_a2a_sdk_tracing_coexists(global_provider: Harness, python_peer: str) ->
 # -- (c) uninstrument ---------------------------------------------------------------------------
 
 
-def test_uninstrument_stops_everything(python_peer: str) -> None:
+def test_uninstrument_stops_everything(http_lib: ModuleType, python_peer: str) -> None:
     otel, instrumentor = make_harness()
     try:
-        assert vars(httpx.Client)["send"] is not SEND  # wrapped while instrumented
-        run(_exchange(python_peer))
+        send = ORIGINALS[http_lib.Client, "send"]
+        assert vars(http_lib.Client)["send"] is not send  # wrapped while instrumented
+        run(_exchange(python_peer, http_lib))
         assert len(_a2a(otel.spans())) == 4
         assert otel.total("a2a.task.get.redundant") >= 1
     finally:
         instrumentor.uninstrument()
     assert _restored()
-    assert httpx.Client.send is SEND and httpx.AsyncClient.send is ASYNC_SEND
+    assert http_lib.Client.send is send
+    assert http_lib.AsyncClient.send is ORIGINALS[http_lib.AsyncClient, "send"]
 
     otel.exporter.clear()
 
     async def scenario() -> None:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card = await A2ACardResolver(http, python_peer).get_agent_card()
             client, _ = await clients(http, card, JSONRPC)
             waiting = await only_task(client.send_message(message("input later")))

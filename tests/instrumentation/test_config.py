@@ -32,6 +32,7 @@ def test_good_values() -> None:
             "OTEL_A2A_HEARTBEAT_OVERRIDES": "Worker.internal:8080=5, gateway=0.5, [::1]:9000=2",
             "OTEL_A2A_MAX_TRACKED_TASKS": "10",
             "OTEL_A2A_MAX_BODY_BYTES": "1024",
+            "OTEL_A2A_LEDGER_PATH": " /run/user/1000/otel-a2a.db ",
         }
     )
     assert settings.enabled and settings.enforce
@@ -42,6 +43,12 @@ def test_good_values() -> None:
         "[::1]:9000": 2.0,
     }
     assert (settings.max_tracked_tasks, settings.max_body_bytes) == (10, 1024)
+    assert settings.ledger_path == "/run/user/1000/otel-a2a.db"
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_a_blank_ledger_path_keeps_the_ledger_in_memory(value: str) -> None:
+    assert load_settings({"OTEL_A2A_LEDGER_PATH": value}).ledger_path is None
 
 
 @pytest.mark.parametrize(

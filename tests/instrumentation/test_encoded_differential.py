@@ -1,19 +1,21 @@
 """Content-encoded responses read as a stream, from a real socket, with and without otel-a2a:
 the application gets the same bytes or the same exception, every read finishes, and otel-a2a
 observes exactly the bytes the application reads (what httpx ignores after the first member
-too), up to ``OTEL_A2A_MAX_BODY_BYTES``; an encoded stream is inflated no further than that."""
+too), up to ``OTEL_A2A_MAX_BODY_BYTES``; an encoded stream is inflated no further than that.
+Each read goes through httpx and through httpx2 (its own decoders, the same rules)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import gzip
+import importlib
 import json
 import threading
 import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import brotli
@@ -39,6 +41,7 @@ SEND_STREAMING = {
 GET_TASK = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}
 # built once: each client would load the CA bundle again (0.1 s on a busy machine), for http
 TLS = httpx.create_ssl_context()
+LIBRARIES = ["httpx", "httpx2"]
 
 
 def _task_reply(size: int) -> bytes:
@@ -160,12 +163,13 @@ def _serve(base: str, kind: str, body: bytes) -> str:
 
 
 Seen = tuple[str, bytes | str]  # ("body", the bytes read) or (exception type, its message)
+Read = Callable[[ModuleType, str, dict[str, Any]], Seen]  # a read with httpx or httpx2
 
 
-def _read_sync(url: str, rpc: dict[str, Any]) -> Seen:
+def _read_sync(lib: ModuleType, url: str, rpc: dict[str, Any]) -> Seen:
     try:
         with (
-            httpx.Client(verify=TLS) as client,
+            lib.Client(verify=TLS) as client,
             client.stream("POST", url, json=rpc, headers=HEADERS) as r,
         ):
             return "body", r.read()
@@ -173,11 +177,11 @@ def _read_sync(url: str, rpc: dict[str, Any]) -> Seen:
         return type(exc).__qualname__, str(exc)
 
 
-def _read_async(url: str, rpc: dict[str, Any]) -> Seen:
+def _read_async(lib: ModuleType, url: str, rpc: dict[str, Any]) -> Seen:
     async def read() -> Seen:
         try:
             async with (
-                httpx.AsyncClient(verify=TLS) as client,
+                lib.AsyncClient(verify=TLS) as client,
                 client.stream("POST", url, json=rpc, headers=HEADERS) as r,
             ):
                 return "body", await r.aread()
@@ -187,11 +191,11 @@ def _read_async(url: str, rpc: dict[str, Any]) -> Seen:
     return asyncio.run(read())
 
 
-def _finishes(read: Callable[[str, dict[str, Any]], Seen], url: str, rpc: dict[str, Any]) -> Seen:
+def _finishes(read: Read, lib: ModuleType, url: str, rpc: dict[str, Any]) -> Seen:
     """The read, in a daemon thread waited for until the deadline: a read that spins for ever
     (on the event loop too) fails the test instead of hanging the suite."""
     seen: list[Seen] = []
-    thread = threading.Thread(target=lambda: seen.append(read(url, rpc)), daemon=True)
+    thread = threading.Thread(target=lambda: seen.append(read(lib, url, rpc)), daemon=True)
     thread.start()
     thread.join(DEADLINE)
     assert not thread.is_alive(), f"the read of {url} never finishes"
@@ -227,23 +231,26 @@ def _state(harness: Harness, span: str) -> object:
 @pytest.mark.parametrize("read", [_read_sync, _read_async], ids=["sync", "async"])
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("kind", list(ENCODINGS))
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_the_application_reads_the_same_and_otel_a2a_observes_it(
     server: str,
     monkeypatch: pytest.MonkeyPatch,
+    library: str,
     kind: str,
     size: int,
-    read: Callable[[str, dict[str, Any]], Seen],
+    read: Read,
 ) -> None:
+    lib = importlib.import_module(library)
     stream = kind.startswith("sse")
     body = _stream(size) if stream else _task_reply(size)
     url = _serve(server, kind, body)
     rpc = SEND_STREAMING if stream else GET_TASK
-    assert not hasattr(httpx.Client.send, "__wrapped__")
-    plain = _finishes(read, url, rpc)
+    assert not hasattr(lib.Client.send, "__wrapped__")
+    plain = _finishes(read, lib, url, rpc)
     harness, uninstrument, taken = _instrumented(monkeypatch)
     try:
-        assert hasattr(httpx.Client.send, "__wrapped__")
-        seen = _finishes(read, url, rpc)
+        assert hasattr(lib.Client.send, "__wrapped__")
+        seen = _finishes(read, lib, url, rpc)
     finally:
         uninstrument()
 
@@ -254,7 +261,9 @@ def test_the_application_reads_the_same_and_otel_a2a_observes_it(
         attrs["error.type"]: value for attrs, value in harness.points("a2a.instrumentation.errors")
     }
     what, read_bytes = seen
-    if kind == "br":  # decoded by httpx, not by otel-a2a: nothing observed rather than guessed
+    if (
+        kind == "br"
+    ):  # decoded by the library, not by otel-a2a: nothing observed rather than guessed
         assert what == "body" and read_bytes == body
         assert taken == [] and errors == {"unsupported_content_encoding": 1}
         assert _state(harness, name) is None
@@ -312,15 +321,17 @@ def _output_left_in_zlib() -> bytes:
 
 @pytest.mark.usefixtures("limit")
 @pytest.mark.parametrize("read", [_read_sync, _read_async], ids=["sync", "async"])
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_output_still_in_zlib_after_the_last_input_byte_is_observed(
-    server: str, monkeypatch: pytest.MonkeyPatch, read: Callable[[str, dict[str, Any]], Seen]
+    server: str, monkeypatch: pytest.MonkeyPatch, library: str, read: Read
 ) -> None:
+    lib = importlib.import_module(library)
     body = _output_left_in_zlib()
     url = _serve(server, "deflate_raw", body)
-    plain = _finishes(read, url, GET_TASK)
+    plain = _finishes(read, lib, url, GET_TASK)
     harness, uninstrument, taken = _instrumented(monkeypatch)
     try:
-        seen = _finishes(read, url, GET_TASK)
+        seen = _finishes(read, lib, url, GET_TASK)
     finally:
         uninstrument()
     assert seen == plain == ("body", body)
@@ -361,8 +372,9 @@ def _count_inflation(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return inflated
 
 
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_a_gzip_sse_bomb_is_inflated_no_further_than_the_limit(
-    server: str, monkeypatch: pytest.MonkeyPatch
+    server: str, monkeypatch: pytest.MonkeyPatch, library: str
 ) -> None:
     """16 MiB of frames in under 100 KB of gzip: the application reads them all, otel-a2a parses
     ``OTEL_A2A_MAX_BODY_BYTES`` of them, counts that once, and ends the span normally."""
@@ -371,7 +383,8 @@ def test_a_gzip_sse_bomb_is_inflated_no_further_than_the_limit(
     body = frame * (16 * 2**20 // len(frame)) + _status_frame("TASK_STATE_COMPLETED")
     url = _serve(server, "sse_gzip", body)
     assert len(_RESPONSES[url.removeprefix(server)][2]) < len(body) // 200
-    plain = _finishes(_read_sync, url, SEND_STREAMING)
+    lib = importlib.import_module(library)
+    plain = _finishes(_read_sync, lib, url, SEND_STREAMING)
     parsed: list[int] = []
     feed = SSEParser.feed
 
@@ -383,7 +396,7 @@ def test_a_gzip_sse_bomb_is_inflated_no_further_than_the_limit(
     inflated = _count_inflation(monkeypatch)
     harness, uninstrument, _ = _instrumented(monkeypatch)
     try:
-        seen = _finishes(_read_sync, url, SEND_STREAMING)
+        seen = _finishes(_read_sync, lib, url, SEND_STREAMING)
     finally:
         uninstrument()
     assert seen == plain == ("body", body)

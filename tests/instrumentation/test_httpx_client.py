@@ -1,5 +1,6 @@
 """The httpx wrappers' edges: responses dropped unread and unclosed, and the SDK set-up of
-``OTEL_A2A_ENABLED`` kept off the event loop (asyncio and trio, as httpx runs on both)."""
+``OTEL_A2A_ENABLED`` kept off the event loop (asyncio and trio, as httpx runs on both), with
+httpx2's clients too where the library's own stream handling is involved."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
+from typing import Any
 
 import anyio
 import httpx
@@ -39,34 +42,31 @@ GET = _rpc("GetTask", {"id": "t1"})
 SUBSCRIBE = _rpc("SubscribeToTask", {"id": "s1"})
 
 
-def _sync_agent(request: httpx.Request) -> httpx.Response:
-    """Streamed bodies (generators), so that the application decides what is read."""
-    if request.url.path != "/a2a":
-        return httpx.Response(200, text="ok")
-    if json.loads(request.content)["method"] == "GetTask":
-        return httpx.Response(200, content=iter([TASK]))
-    return httpx.Response(
-        200, headers={"Content-Type": "text/event-stream"}, content=iter([FRAME] * 3)
-    )
-
-
 async def _chunks(chunks: list[bytes]) -> AsyncIterator[bytes]:
     for chunk in chunks:
         yield chunk
 
 
-def _async_agent(request: httpx.Request) -> httpx.Response:
-    if request.url.path != "/a2a":
-        return httpx.Response(200, text="ok")
-    if json.loads(request.content)["method"] == "GetTask":
-        return httpx.Response(200, content=_chunks([TASK]))
-    sse = {"Content-Type": "text/event-stream"}
-    return httpx.Response(200, headers=sse, content=_chunks([FRAME] * 3))
+def _agent(lib: ModuleType, body: Callable[[list[bytes]], Any] = iter) -> Any:
+    """A ``MockTransport`` of ``lib`` (httpx or httpx2) with streamed bodies, so that the
+    application decides what is read: ``iter`` for a sync client, ``_chunks`` for an async one."""
+
+    def handle(request: Any) -> Any:
+        if request.url.path != "/a2a":
+            return lib.Response(200, text="ok")
+        if json.loads(request.content)["method"] == "GetTask":
+            return lib.Response(200, content=body([TASK]))
+        sse = {"Content-Type": "text/event-stream"}
+        return lib.Response(200, headers=sse, content=body([FRAME] * 3))
+
+    return lib.MockTransport(handle)
 
 
-def test_a_response_dropped_unread_ends_its_span_at_the_next_request(otel: Harness) -> None:
+def test_a_response_dropped_unread_ends_its_span_at_the_next_request(
+    otel: Harness, http_lib: ModuleType
+) -> None:
     """Not at collection time: a finaliser may run inside a span processor holding its lock."""
-    with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+    with http_lib.Client(transport=_agent(http_lib), base_url=BASE) as client:
         request = client.build_request("POST", "/a2a", json=GET, headers=V1)
         response = client.send(request, stream=True)
         del response
@@ -79,8 +79,10 @@ def test_a_response_dropped_unread_ends_its_span_at_the_next_request(otel: Harne
     assert (span.attributes or {}).get("a2a.task.id") == "t1"
 
 
-def test_a_stream_left_after_one_frame_ends_with_an_abnormal_end(otel: Harness) -> None:
-    with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+def test_a_stream_left_after_one_frame_ends_with_an_abnormal_end(
+    otel: Harness, http_lib: ModuleType
+) -> None:
+    with http_lib.Client(transport=_agent(http_lib), base_url=BASE) as client:
         request = client.build_request("POST", "/a2a", json=SUBSCRIBE, headers=V1)
         response = client.send(request, stream=True)
         for _line in response.iter_lines():
@@ -96,7 +98,7 @@ def test_a_stream_left_after_one_frame_ends_with_an_abnormal_end(otel: Harness) 
 def test_uninstrument_ends_the_spans_of_dropped_responses() -> None:
     harness, instrumentor = make_harness()
     try:
-        with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+        with httpx.Client(transport=_agent(httpx), base_url=BASE) as client:
             request = client.build_request("POST", "/a2a", json=GET, headers=V1)
             client.send(request, stream=True)  # dropped at once
             gc.collect()
@@ -107,13 +109,15 @@ def test_uninstrument_ends_the_spans_of_dropped_responses() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_async_stream_left_unclosed_ends_its_span(otel: Harness, backend: str) -> None:
+def test_an_async_stream_left_unclosed_ends_its_span(
+    otel: Harness, http_lib: ModuleType, backend: str
+) -> None:
     """The event loop finalises the abandoned async generators; the next request ends the
     span (polled with a deadline: the loop decides when its finaliser runs)."""
 
     async def main() -> None:
-        transport = httpx.MockTransport(_async_agent)
-        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        transport = _agent(http_lib, _chunks)
+        async with http_lib.AsyncClient(transport=transport, base_url=BASE) as client:
             request = client.build_request("POST", "/a2a", json=SUBSCRIBE, headers=V1)
             response = await client.send(request, stream=True)
             async for _chunk in response.aiter_bytes():
@@ -132,7 +136,7 @@ def test_an_async_stream_left_unclosed_ends_its_span(otel: Harness, backend: str
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_sdk_set_up_runs_off_the_event_loop(
-    otel: Harness, monkeypatch: pytest.MonkeyPatch, backend: str
+    otel: Harness, http_lib: ModuleType, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     """Configuring the SDK takes up to a few hundred ms: the loop must go on meanwhile. The
     fake set-up waits for a task of the loop; run on the loop, it would wait out its deadline
@@ -154,10 +158,10 @@ def test_the_sdk_set_up_runs_off_the_event_loop(
             await anyio.sleep(0)
             loop_ran.set()
 
-        transport = httpx.MockTransport(_async_agent)
+        transport = _agent(http_lib, _chunks)
         async with (
             anyio.create_task_group() as tg,
-            httpx.AsyncClient(transport=transport, base_url=BASE) as client,
+            http_lib.AsyncClient(transport=transport, base_url=BASE) as client,
         ):
             tg.start_soon(other_work)
             response = await client.post("/a2a", json=GET, headers=V1)
@@ -175,7 +179,7 @@ def test_ending_dropped_responses_never_re_enters_a_span_processor(otel: Harness
     """An application processor that makes an httpx request in ``on_end`` (a webhook, say)
     while a dropped response's span ends must not be re-entered by that request."""
     depth, deepest, ended = [0], [0], []
-    webhook = httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE)
+    webhook = httpx.Client(transport=_agent(httpx), base_url=BASE)
 
     class Webhook(SpanProcessor):
         def on_end(self, span: ReadableSpan) -> None:
@@ -188,7 +192,7 @@ def test_ending_dropped_responses_never_re_enters_a_span_processor(otel: Harness
                 depth[0] -= 1
 
     otel.tracer_provider.add_span_processor(Webhook())
-    with httpx.Client(transport=httpx.MockTransport(_sync_agent), base_url=BASE) as client:
+    with httpx.Client(transport=_agent(httpx), base_url=BASE) as client:
         for _ in range(2):
             client.send(client.build_request("POST", "/a2a", json=GET, headers=V1), stream=True)
         gc.collect()
@@ -222,7 +226,7 @@ def test_attaching_to_a_provider_stays_on_the_loop(
     monkeypatch.setattr(to_thread, "run_sync", counted)
 
     async def main() -> None:
-        transport = httpx.MockTransport(_async_agent)
+        transport = _agent(httpx, _chunks)
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
             for _ in range(3):
                 assert (await client.post("/a2a", json=GET, headers=V1)).status_code == 200
@@ -252,7 +256,7 @@ def test_the_sdk_set_up_needs_no_token_of_the_default_thread_limiter(
         try:
             async with default:  # the application's threads hold every token
                 with anyio.fail_after(30):
-                    transport = httpx.MockTransport(_async_agent)
+                    transport = _agent(httpx, _chunks)
                     async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
                         await client.post("/a2a", json=GET, headers=V1)
         finally:
@@ -305,21 +309,36 @@ def test_a_dropped_response_is_exported_at_exit_before_the_provider_shuts_down()
     assert done.stdout.split("\n")[:2] == ["exported A2A GetTask", "shutdown"]
 
 
-def test_the_header_fast_path_reads_what_the_public_path_reads() -> None:
-    """Headers are read from httpx's own lowercased list where it has that shape: the same
-    values as ``Headers.raw`` gives, whatever the case or repetition of the names."""
-    assert httpx_client._headers is httpx_client._headers_listed  # this httpx has the list
-    headers = httpx.Headers(
-        [
-            ("A2A-Version", "1.0"),
-            ("CONTENT-TYPE", "application/json"),
-            ("X-Other", "ignored"),
-            ("etag", '"v1"'),
-            ("Cache-Control", "max-age=5"),
-            ("Content-Encoding", "gzip"),
-        ]
-    )
-    for wanted in (httpx_client._REQUEST_HEADERS, httpx_client._RESPONSE_HEADERS):
-        listed = httpx_client._headers_listed(headers, wanted)
-        assert listed == httpx_client._headers_raw(headers, wanted)
-        assert set(listed) == {name.decode() for name in wanted}
+def test_the_header_fast_path_reads_what_the_public_path_reads(http_lib: ModuleType) -> None:
+    """Headers are read from the library's own lowercased list where its ``Headers`` has that
+    shape (httpx and httpx2 are checked each): the same values as ``Headers.raw`` gives,
+    whatever the case or repetition of the names; any other class goes the public way."""
+    read = httpx_client.library(http_lib).headers
+    assert read is not httpx_client._headers_raw  # this library has the list
+    items = [
+        ("A2A-Version", "1.0"),
+        ("CONTENT-TYPE", "application/json"),
+        ("X-Other", "ignored"),
+        ("etag", '"v1"'),
+        ("Cache-Control", "max-age=5"),
+        ("Content-Encoding", "gzip"),
+    ]
+
+    class Elsewhere(http_lib.Headers):  # type: ignore[misc,name-defined]
+        """A subclass keeping its headers elsewhere: only its public ``raw`` may be trusted."""
+
+        def __init__(self, headers: list[tuple[str, str]]) -> None:
+            super().__init__(headers)
+            self._kept = self._list
+            self._list = [(b"X", b"a2a-version", b"forged")]
+
+        @property
+        def raw(self) -> list[tuple[bytes, bytes]]:
+            return [(raw, value) for raw, _, value in self._kept]
+
+    for headers in (http_lib.Headers(items), Elsewhere(items)):
+        for wanted in (httpx_client._REQUEST_HEADERS, httpx_client._RESPONSE_HEADERS):
+            listed = read(headers, wanted)
+            assert listed == httpx_client._headers_raw(headers, wanted)
+            assert set(listed) == {name.decode() for name in wanted}
+    assert httpx_client._header_reader(dict) is httpx_client._headers_raw  # no such list

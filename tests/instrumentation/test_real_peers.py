@@ -6,6 +6,10 @@ is whatever the SDKs put on it, and every expected value is either a contract co
 (``otel_a2a.semconv``) or read from what the application itself received (the card's ``ETag``
 header, the task the SDK client decoded). No sleeps: every wait is on an event the peer sends.
 
+The a2a-sdk client is handed an ``AsyncClient`` of httpx or of httpx2 (``http_lib``, see
+``conftest``): it uses
+the client's API only, which httpx2 shares, and otel-a2a must see the same through either.
+
 The a2a-sdk client picks the v1.0 interface whenever the card offers one; v0.3 JSON-RPC is
 selected by handing the factory the same card with only its 0.3 JSON-RPC interface (both peers
 declare one), which is what a client pinned to 0.3 sees. v0.3 JSON-RPC has no ``tasks/list``
@@ -15,9 +19,12 @@ declare one), which is what a client pinned to 0.3 sees. v0.3 JSON-RPC has no ``
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, TypeVar
 
 import httpx
@@ -44,7 +51,13 @@ from tests.instrumentation.conftest import AheadClock, Harness, divergences
 
 T = TypeVar("T")
 
-PEERS = ["python", pytest.param("node", marks=pytest.mark.node)]
+PEERS = [
+    "python",
+    pytest.param("node", marks=pytest.mark.node),
+    pytest.param("go", marks=pytest.mark.go),
+]
+# a2a-go refuses a message to a task whose execution runs (one execution per task at a time)
+FOLLOW_UP_WHILE_RUNNING = ["python", pytest.param("node", marks=pytest.mark.node)]
 HEARTBEAT = 30.0  # both peers' card extension urn:otel-a2a:heartbeat:v1
 TIMEOUT = 20.0  # whole-scenario guard; every scenario finishes in well under a second
 
@@ -102,11 +115,16 @@ def card_url(base: str) -> str:
 
 
 def card_etag(base: str) -> str:
-    """The card's ``ETag`` header, read with otel-a2a suppressed (no span, no registry entry)."""
+    """The card's ``ETag`` header, read with otel-a2a suppressed (no span, no registry entry);
+    a card without one (a2a-go's) is known by the sha256 of its canonical JSON, computed here
+    with ``json.dumps`` (the JCS form for a card of plain strings, integers and booleans)."""
     with suppress_instrumentation(), httpx.Client(timeout=10.0) as http:
         response = http.get(card_url(base))
     assert response.status_code == 200
-    return str(response.headers["etag"])
+    if "etag" in response.headers:
+        return str(response.headers["etag"])
+    text = json.dumps(response.json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def canonical(state: int) -> str:
@@ -249,9 +267,12 @@ async def resolve(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Agent]
 # -- card -------------------------------------------------------------------------------------
 
 
-def test_card_fetch_and_304_revalidation(otel: Harness, peer: str) -> None:
+@pytest.mark.parametrize(
+    "peer", ["python", pytest.param("node", marks=pytest.mark.node)], indirect=True
+)
+def test_card_fetch_and_304_revalidation(otel: Harness, http_lib: ModuleType, peer: str) -> None:
     async def scenario() -> tuple[AgentCard, list[httpx.Response]]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card = await A2ACardResolver(http, peer).get_agent_card()
             first = await http.get(card_url(peer))
             again = await http.get(card_url(peer), headers={"If-None-Match": first.headers["etag"]})
@@ -291,11 +312,11 @@ def test_card_fetch_and_304_revalidation(otel: Harness, peer: str) -> None:
 # -- request/response operations --------------------------------------------------------------
 
 
-def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
+def test_send_get_list_cancel(otel: Harness, http_lib: ModuleType, peer: str, mode: Mode) -> None:
     """SendMessage, GetTask twice, ListTasks, then a slow task polled and cancelled."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, _ = await clients(http, card, mode)
             done = await only_task(client.send_message(message("echo hi")))
@@ -358,11 +379,13 @@ def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
 # -- streams ----------------------------------------------------------------------------------
 
 
-def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: Mode) -> None:
+def test_streamed_status_updates_and_follow_up(
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
+) -> None:
     """SendStreamingMessage to completion, then to input-required and a follow-up."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, streaming = await clients(http, card, mode)
             echo = [e async for e in streaming.send_message(message("echo stream"))]
@@ -408,11 +431,13 @@ def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: M
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
-def test_subscribe_to_slow_task_then_cancel(otel: Harness, peer: str, mode: Mode) -> None:
+def test_subscribe_to_slow_task_then_cancel(
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
+) -> None:
     """SubscribeToTask on a task that keeps working; a CancelTask ends task and stream."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, streaming = await clients(http, card, mode)
             slow = await only_task(client.send_message(background("slow subscribe")))
@@ -446,11 +471,13 @@ def test_subscribe_to_slow_task_then_cancel(otel: Harness, peer: str, mode: Mode
 # -- divergences ------------------------------------------------------------------------------
 
 
-def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode) -> None:
+def test_follow_up_to_a_task_never_observed(
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
+) -> None:
     """Another process created the task: this one decides with no observation of it."""
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, _ = await clients(http, card, mode)
             with suppress_instrumentation():  # the task is created out of our sight
@@ -499,7 +526,7 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode
 
 
 def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
-    otel: Harness, ahead: AheadClock, peer: str, mode: Mode
+    otel: Harness, http_lib: ModuleType, ahead: AheadClock, peer: str, mode: Mode
 ) -> None:
     """Human in the loop: the person answers after the heartbeat, the worker was healthy.
 
@@ -510,7 +537,7 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     """
 
     async def ask() -> tuple[AgentCard, Agent, Task, Task]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card, agent = await resolve(http, peer)
             client, _ = await clients(http, card, mode)
             waiting = await only_task(client.send_message(message("input please")))
@@ -518,7 +545,7 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
         return card, agent, waiting, slow
 
     async def answer(card: AgentCard) -> tuple[Task, Task]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             client, _ = await clients(http, card, mode)
             followed = await only_task(client.send_message(message("echo done", waiting)))
             canceled = await client.cancel_task(CancelTaskRequest(id=slow.id))
@@ -564,12 +591,14 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     assert otel.points("a2a.tasks.stale") == []  # no agent has a task left to go stale
 
 
-def test_agent_name_and_etag_come_from_the_card(otel: Harness, peer: str) -> None:
+def test_agent_name_and_etag_come_from_the_card(
+    otel: Harness, http_lib: ModuleType, peer: str
+) -> None:
     """Before this process fetched the card, task spans carry neither name nor etag."""
     mode = Mode("JSONRPC", "1.0")
 
     async def scenario() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             with suppress_instrumentation():
                 card = await A2ACardResolver(http, peer).get_agent_card()
             client, _ = await clients(http, card, mode)
@@ -588,8 +617,9 @@ def test_agent_name_and_etag_come_from_the_card(otel: Harness, peer: str) -> Non
     assert attrs(otel.span("A2A GetTask")) == task_attrs(agent, mode, "GetTask", done, "completed")
 
 
+@pytest.mark.parametrize("peer", FOLLOW_UP_WHILE_RUNNING, indirect=True)
 def test_late_stream_frame_after_a_newer_response_is_no_regression(
-    otel: Harness, peer: str, mode: Mode
+    otel: Harness, http_lib: ModuleType, peer: str, mode: Mode
 ) -> None:
     """A `working` frame emitted before completion but read after the completed response.
 
@@ -598,7 +628,7 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
     """
 
     async def scenario() -> tuple[Task, StreamResponse, dict[str, float]]:
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with http_lib.AsyncClient(timeout=10.0) as http:
             card = await A2ACardResolver(http, peer).get_agent_card()
             client, streaming = await clients(http, card, mode)
             slow = await only_task(client.send_message(background("slow x")))
@@ -621,7 +651,9 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
 
 
 @pytest.mark.node
-def test_card_variants_per_version_are_not_etag_changes(otel: Harness, node_peer: str) -> None:
+def test_card_variants_per_version_are_not_etag_changes(
+    otel: Harness, http_lib: ModuleType, node_peer: str
+) -> None:
     """@a2a-js/sdk's card handler in compatibility mode serves a v0.3-shaped card without
     ``A2A-Version`` and the v1.0 card with it, each with its own ETag (``Vary: A2A-Version``).
     A process fetching both ways (a bare resolver, then a 1.0 client) saw every alternate
@@ -641,7 +673,7 @@ def test_card_variants_per_version_are_not_etag_changes(otel: Harness, node_peer
             "configuration": {"returnImmediately": True},
         },
     }
-    with httpx.Client(timeout=10.0) as http:
+    with http_lib.Client(timeout=10.0) as http:
         bare = http.get(compat_card)
         versioned = http.get(compat_card, headers=rpc)
         assert bare.headers["etag"] != versioned.headers["etag"]  # the peer does vary

@@ -3,11 +3,12 @@
 A secret is planted in every place an application or a peer can put one: the userinfo, query
 and fragment of agent hints (``liveness_decision(agent=...)``, ``a2a.agent.url`` on foreign
 decision and observation spans; well-formed and malformed), of request URLs sent through the
-instrumented httpx client to real loopback agents (the a2a-sdk peer and the planted agent of
-``tests/support/planted.py``), card fields (interface, provider and documentation URLs,
-descriptions, extensions), request and response headers, message contents. Everything
-exported is then serialised as the OTLP exporters send it (spans with their events, links and
-resource; log records with body and attributes; every metric data point) and grepped.
+instrumented httpx and httpx2 clients to real loopback agents (the a2a-sdk peer and the
+planted agent of ``tests/support/planted.py``), card fields (interface, provider and
+documentation URLs, descriptions, extensions), request and response headers, message contents.
+Everything exported is then serialised as the OTLP exporters send it (spans with their events,
+links and resource; log records with body and attributes; every metric data point) and
+grepped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -215,11 +217,11 @@ def agent() -> Iterator[PlantedAgent]:
 
 
 def test_no_planted_secret_reaches_any_span_log_or_metric(
-    otel: Harness, agent: PlantedAgent, python_peer: str
+    otel: Harness, http_lib: ModuleType, agent: PlantedAgent, python_peer: str
 ) -> None:
     foreign = ForeignSpans()
     hostport = agent.base.split("://", 1)[1]
-    with httpx.Client(timeout=20) as http:
+    with http_lib.Client(timeout=20) as http:
         drive_planted(http, agent)
         drive_sdk_peer(http, python_peer)
     judge_hints(well_formed_hints(hostport) + malformed_hints(hostport), foreign)

@@ -1,4 +1,5 @@
-"""`make tools` builds once and rebuilds only when a manifest changes.
+"""`make tools` builds once and rebuilds only when a manifest (or, for the demo's Go gateway,
+a source file) changes.
 
 Asked of make itself, without building: ``-q`` (is anything out of date?) after the build
 `make test` ran first, and ``-n -W FILE`` (what would run if FILE were new).
@@ -41,6 +42,8 @@ def test_built_tools_are_up_to_date() -> None:
         ("collector-config/builder-config.yaml", "builder --config=", "go build"),
         ("tools/jaeger/go.mod", "go build", "builder --config="),
         ("tools/jaeger/go.sum", "go build", "builder --config="),
+        ("demo/go/gateway/go.sum", "cd demo/go/gateway && go build", "cd tools/jaeger"),
+        ("demo/go/gateway/forward.go", "cd demo/go/gateway && go build", "builder --config="),
     ],
 )
 def test_a_manifest_change_rebuilds_its_tool_only(manifest: str, runs: str, not_runs: str) -> None:

@@ -6,7 +6,12 @@ listens it prints ``READY <base_url>`` on stdout and serves, on 127.0.0.1 only:
 - ``/.well-known/agent-card.json``: the card, ``Cache-Control: public, max-age=300``, weak ETag
   from the SDK, ``If-None-Match`` revalidation (304);
 - ``/a2a/jsonrpc``: v1.0 JSON-RPC plus the v0.3 method names (``enable_v0_3_compat``);
-- ``/a2a/rest``: v1.0 HTTP+JSON plus the v0.3 ``/v1/...`` routes.
+- ``/a2a/rest``: v1.0 HTTP+JSON plus the v0.3 ``/v1/...`` routes;
+- with ``--grpc``: a gRPC server on another port of 127.0.0.1 serving the v1.0 service
+  (``GrpcHandler``) and the v0.3 one (``CompatGrpcHandler``) side by side, announced by a
+  ``GRPC <host:port>`` line before ``READY`` and declared in the card as two ``GRPC``
+  interfaces (``1.0`` and ``0.3``) at that ``host:port``; the card then also offers an
+  extended card (version ``1.0.0-extended``, one more skill).
 
 The executor's behaviour depends on the first word of the message text:
 
@@ -31,6 +36,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -180,7 +186,7 @@ class BehaviourExecutor(AgentExecutor):
         await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
 
 
-def build_card(base_url: str) -> AgentCard:
+def build_card(base_url: str, grpc_target: str | None = None) -> AgentCard:
     extension = AgentExtension(
         uri=HEARTBEAT_URI,
         description="Task liveness: an authoritative observation is fresh for this long",
@@ -203,9 +209,17 @@ def build_card(base_url: str) -> AgentCard:
             AgentInterface(
                 protocol_binding="HTTP+JSON", protocol_version="0.3", url=base_url + REST_PATH
             ),
+            *(
+                AgentInterface(protocol_binding="GRPC", protocol_version=v, url=grpc_target)
+                for v in (("1.0", "0.3") if grpc_target else ())
+            ),
         ],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extensions=[extension]
+            streaming=True,
+            push_notifications=False,
+            extensions=[extension],
+            # served over gRPC only (``--grpc``): the other tests' card stays as it was
+            extended_agent_card=grpc_target is not None,
         ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
@@ -220,15 +234,31 @@ def build_card(base_url: str) -> AgentCard:
     )
 
 
-def build_app(base_url: str, slow_timeout: float = 30.0) -> Starlette:
-    card = build_card(base_url)
+def build_handler(card: AgentCard, slow_timeout: float) -> DefaultRequestHandler:
     waiters = SlowWaiters()
-    handler = DefaultRequestHandler(
+    extended = None
+    if card.capabilities.extended_agent_card:  # the card with one more skill
+        extended = AgentCard()
+        extended.CopyFrom(card)
+        extended.version = "1.0.0-extended"
+        extended.skills.add(id="extended", name="Extended", description="for callers known")
+    return DefaultRequestHandler(
         agent_executor=BehaviourExecutor(waiters, slow_timeout),
         task_store=InMemoryTaskStore(),
         agent_card=card,
+        extended_agent_card=extended,
         request_context_builder=FollowUpAwareContextBuilder(waiters),
     )
+
+
+def build_app(
+    base_url: str,
+    slow_timeout: float = 30.0,
+    card: AgentCard | None = None,
+    handler: DefaultRequestHandler | None = None,
+) -> Starlette:
+    card = card or build_card(base_url)
+    handler = handler or build_handler(card, slow_timeout)
     return Starlette(
         routes=[
             *create_agent_card_routes(card, cache_control=CARD_CACHE_CONTROL),
@@ -252,10 +282,31 @@ class _ReadyServer(uvicorn.Server):
             sys.stdout.flush()
 
 
+async def _start_grpc() -> tuple[Any, str]:
+    """A grpc.aio server bound to a free loopback port (services added once the card, which
+    names the port, exists)."""
+    import grpc.aio
+
+    server = grpc.aio.server()
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+    return server, f"127.0.0.1:{grpc_port}"
+
+
+def _add_grpc_services(server: Any, handler: DefaultRequestHandler) -> None:
+    from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc
+    from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
+    from a2a.server.request_handlers import GrpcHandler
+    from a2a.types import a2a_pb2_grpc
+
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+    a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(CompatGrpcHandler(handler), server)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1; 0 = any")
     parser.add_argument("--slow-timeout", type=float, default=30.0, help="seconds, at most 30")
+    parser.add_argument("--grpc", action="store_true", help="serve gRPC too (see above)")
     args = parser.parse_args(argv)
     slow_timeout = min(max(float(args.slow_timeout), 0.1), 30.0)
 
@@ -264,15 +315,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     sock.bind(("127.0.0.1", int(args.port)))
     port = sock.getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
-    config = uvicorn.Config(
-        build_app(base_url, slow_timeout),
-        log_level="warning",
-        lifespan="off",
-        timeout_graceful_shutdown=1,
-    )
-    server = _ReadyServer(config, base_url)
+
+    async def serve() -> None:
+        grpc_server, grpc_target = (await _start_grpc()) if args.grpc else (None, None)
+        card = build_card(base_url, grpc_target)
+        handler = build_handler(card, slow_timeout)
+        if grpc_server is not None:
+            _add_grpc_services(grpc_server, handler)
+            await grpc_server.start()
+            sys.stdout.write(f"GRPC {grpc_target}\n")
+        config = uvicorn.Config(
+            build_app(base_url, slow_timeout, card, handler),
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        try:
+            await _ReadyServer(config, base_url).serve(sockets=[sock])
+        finally:
+            if grpc_server is not None:
+                await grpc_server.stop(0.5)
+
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.serve(sockets=[sock]))
+        asyncio.run(serve())
     return 0
 
 

@@ -490,6 +490,38 @@ def test_a_v03_python_sdk_rest_404_is_task_not_found() -> None:
     assert not extract_response(list_v03, 404, body).error.task_not_found  # type: ignore[union-attr]
 
 
+def test_a2a_java_rest_errors_named_by_their_class() -> None:
+    """a2a-java before 1.0.0.Final answers HTTP+JSON errors as ``{"error": "<Java class>",
+    "message"}`` (recorded: ``tests/fixtures/exchanges/jvm``); the class names the reason, so
+    a TaskNotFound there is a lost task, and a TaskNotCancelable states the task's state."""
+    lost = b'{"error": "io.a2a.spec.TaskNotFoundError", "message": "Task not found"}'
+    facts = extract_response(REST_GET, 404, lost)
+    assert facts.error is not None and facts.error.task_not_found
+    assert (facts.error.code, facts.error.reason) == (None, "TASK_NOT_FOUND")
+    # the package of the 1.0.0.Final line too
+    final = b'{"error": "org.a2aproject.sdk.spec.TaskNotFoundError", "message": "x"}'
+    assert extract_response(REST_GET, 404, final).error.task_not_found  # type: ignore[union-attr]
+    cancel = A2ARequest(Op.CANCEL_TASK, Binding.HTTP_JSON, "1.0", None, "t1")
+    stated = (
+        b'{"error": "io.a2a.spec.TaskNotCancelableError", "message": "Task cannot be canceled'
+        b' - current state: TASK_STATE_COMPLETED"}'
+    )
+    facts = extract_response(cancel, 409, stated)
+    assert facts.error is not None and facts.error.reason == "TASK_NOT_CANCELABLE"
+    report = facts.error.report
+    assert report is not None and report.state is not None
+    assert (report.task_id, report.state.state) == ("t1", S.COMPLETED)
+    # another package's class, an unknown spec class, or a 2xx: no A2A reason, never lost
+    for body, status in (
+        (b'{"error": "com.example.TaskNotFoundError", "message": "Task not found"}', 404),
+        (b'{"error": "io.a2a.spec.SomethingNewError", "message": "?"}', 404),
+    ):
+        facts = extract_response(REST_GET, status, body)
+        assert facts.error is not None and not facts.error.task_not_found, body
+        assert facts.error.reason is None
+    assert extract_response(REST_GET, 200, lost).error is None
+
+
 def test_a_v03_rest_list_answered_with_a_bare_array() -> None:
     """The v0.3 specification's HTTP+JSON ``tasks/list`` answers ``[Task]``."""
     list_v03 = A2ARequest(Op.LIST_TASKS, Binding.HTTP_JSON, "0.3")
