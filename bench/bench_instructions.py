@@ -2,8 +2,9 @@
 
 On a shared 2-core machine the wall-clock ratio of ``bench_overhead`` moves by tens of points
 from round to round. Valgrind's callgrind counts the instructions a process executes, which do
-not depend on what else the machine is doing: from run to run the counts move by about 0.1 %
-(hash seeds, ids), so a change of 1 % in otel-a2a's cost is visible. It counts instructions,
+depend far less on what else the machine is doing than time does: from run to run the counts
+move by about 0.1 % on a quiet machine and up to 3 % on a loaded one (hash seeds, ids, the
+export thread's timing), so compare ratios taken within one run. It counts instructions,
 not time: a cache miss costs one.
 
 Each configuration of ``bench_overhead`` ((a) bare httpx, (b) + httpx instrumentation + SDK,
