@@ -9,12 +9,29 @@ import pytest
 from hypothesis import settings
 
 from tests.support import in_ci
-from tests.support.peers import RunningPeer, go_problem, jvm_problem, node_problem, start_peer
+from tests.support.peers import RunningPeer, Runtime, problem, start_peer
 
 # Property tests assert properties, not speed: Hypothesis's default 200 ms deadline per
 # example is a wall-clock assert that a loaded 2-core CI machine can fail.
 settings.register_profile("otel-a2a", deadline=None)
 settings.load_profile("otel-a2a")
+
+
+def _serve(runtime: Runtime, label: str, *options: str) -> Iterator[RunningPeer]:
+    """Run ``runtime``'s peer for a session fixture. A peer that cannot run here fails the
+    fixture when ``CI=true`` (nothing that must run may be skipped there) and skips it with
+    the reason otherwise. With ``--grpc`` the peer must also declare its gRPC target."""
+    reason = problem(runtime)
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the {label} A2A peer cannot run: {reason}", pytrace=False)
+        pytest.skip(f"{label} A2A peer unavailable: {reason}")
+    peer = start_peer(runtime, options=options)
+    try:
+        assert "--grpc" not in options or peer.grpc_target is not None
+        yield peer
+    finally:
+        peer.stop()
 
 
 @pytest.fixture(scope="session")
@@ -31,12 +48,7 @@ def python_peer_process() -> Iterator[RunningPeer]:
 def grpc_peer() -> Iterator[RunningPeer]:
     """The same a2a-sdk 1.3 peer serving gRPC too (``--grpc``: v1.0 ``GrpcHandler`` and the
     v0.3 compat handler on ``grpc_target``, declared in its card), one per test session."""
-    peer = start_peer("python", options=["--grpc"])
-    try:
-        assert peer.grpc_target is not None
-        yield peer
-    finally:
-        peer.stop()
+    yield from _serve("python", "Python", "--grpc")
 
 
 @pytest.fixture(scope="session")
@@ -52,16 +64,7 @@ def node_peer_process() -> Iterator[RunningPeer]:
     Without node or ``node_modules`` the fixture fails when ``CI=true`` (nothing that must run
     may be skipped there) and skips with the reason otherwise.
     """
-    reason = node_problem()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"CI=true but the Node A2A peer cannot run: {reason}", pytrace=False)
-        pytest.skip(f"Node A2A peer unavailable: {reason}")
-    peer = start_peer("node")
-    try:
-        yield peer
-    finally:
-        peer.stop()
+    yield from _serve("node", "Node")
 
 
 @pytest.fixture(scope="session")
@@ -76,16 +79,7 @@ def go_peer_process() -> Iterator[RunningPeer]:
 
     Without its binary the fixture fails when ``CI=true`` and skips with the reason otherwise.
     """
-    reason = go_problem()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"CI=true but the Go A2A peer cannot run: {reason}", pytrace=False)
-        pytest.skip(f"Go A2A peer unavailable: {reason}")
-    peer = start_peer("go")
-    try:
-        yield peer
-    finally:
-        peer.stop()
+    yield from _serve("go", "Go")
 
 
 @pytest.fixture(scope="session")
@@ -93,33 +87,14 @@ def go_grpc_peer() -> Iterator[RunningPeer]:
     """The a2a-go v2 peer serving gRPC too (``--grpc``: a2a-go's ``a2agrpc`` v1.0 and v0.3
     services on ``grpc_target``, declared in its card), one per session; without its binary
     it fails under ``CI=true`` and skips otherwise."""
-    reason = go_problem()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"CI=true but the Go A2A peer cannot run: {reason}", pytrace=False)
-        pytest.skip(f"Go A2A peer unavailable: {reason}")
-    peer = start_peer("go", options=["--grpc"])
-    try:
-        assert peer.grpc_target is not None
-        yield peer
-    finally:
-        peer.stop()
+    yield from _serve("go", "Go", "--grpc")
 
 
 @pytest.fixture(scope="session")
 def jvm_peer_process() -> Iterator[RunningPeer]:
     """The A2A Java SDK peer (the demo's JVM worker jar with ``--agent behave``), one per
     session; without java or the jar it fails under ``CI=true`` and skips otherwise."""
-    reason = jvm_problem()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"CI=true but the JVM A2A peer cannot run: {reason}", pytrace=False)
-        pytest.skip(f"JVM A2A peer unavailable: {reason}")
-    peer = start_peer("jvm")
-    try:
-        yield peer
-    finally:
-        peer.stop()
+    yield from _serve("jvm", "JVM")
 
 
 @pytest.fixture(scope="session")

@@ -120,6 +120,28 @@ def _is_cancellation(failure: BaseException) -> bool:
 # -- grpc.aio --------------------------------------------------------------------------------
 
 
+async def _aio_call(
+    origin: str, continuation: Any, details: Any, request: Any, streaming: bool
+) -> tuple[GrpcExchange | None, Any]:
+    """(exchange, call): the call made under the exchange's span, or (None, call) for a call
+    that is not observed (not an A2A method, not instrumented, or not recognised)."""
+    rt = _current() if _a2a_method(details.method) else None
+    if rt is not None and _setup_due(rt):
+        await _late_setup_off_the_loop(rt)
+    exchange = None if rt is None else _open(rt, origin, details, request, streaming)
+    if exchange is None:
+        return None, await continuation(details, request)
+    token = context.attach(trace.set_span_in_context(exchange.span))
+    try:
+        call = await continuation(details, request)
+    except BaseException as exc:
+        _end_with(exchange, exc)
+        raise
+    finally:
+        context.detach(token)
+    return exchange, call
+
+
 class AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
     def __init__(self, origin: str) -> None:
         self.origin = origin
@@ -127,22 +149,11 @@ class AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
-        rt = _current() if _a2a_method(client_call_details.method) else None
-        if rt is None:
-            return await continuation(client_call_details, request)
-        if _setup_due(rt):
-            await _late_setup_off_the_loop(rt)
-        exchange = _open(rt, self.origin, client_call_details, request, False)
+        exchange, call = await _aio_call(
+            self.origin, continuation, client_call_details, request, False
+        )
         if exchange is None:
-            return await continuation(client_call_details, request)
-        token = context.attach(trace.set_span_in_context(exchange.span))
-        try:
-            call = await continuation(client_call_details, request)
-        except BaseException as exc:
-            _end_with(exchange, exc)
-            raise
-        finally:
-            context.detach(token)
+            return call
         try:
             response = await call  # the same call the application awaits: done once
         except grpc.aio.AioRpcError as exc:
@@ -162,26 +173,15 @@ class AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[mis
     async def intercept_unary_stream(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
-        rt = _current() if _a2a_method(client_call_details.method) else None
-        if rt is None:
-            return await continuation(client_call_details, request)
-        if _setup_due(rt):
-            await _late_setup_off_the_loop(rt)
-        exchange = _open(rt, self.origin, client_call_details, request, True)
+        exchange, call = await _aio_call(
+            self.origin, continuation, client_call_details, request, True
+        )
         if exchange is None:
-            return await continuation(client_call_details, request)
-        token = context.attach(trace.set_span_in_context(exchange.span))
-        try:
-            call = await continuation(client_call_details, request)
-        except BaseException as exc:
-            _end_with(exchange, exc)
-            raise
-        finally:
-            context.detach(token)
+            return call
         try:
             call.add_done_callback(functools.partial(_aio_stream_done, exchange))
         except Exception as exc:
-            rt.error(exc)
+            exchange.rt.error(exc)
         return _aio_messages(exchange, call)
 
 
