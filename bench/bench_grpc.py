@@ -9,8 +9,9 @@ server in another process (``python -m bench.bench_grpc serve``) answering a Tas
 Wall-clock: the three channels are made once, in that order, each as its instrumentation
 stands (a channel keeps the interceptors it was made with), then timed in interleaved rounds,
 median per call. Instructions: each configuration in its own interpreter under valgrind's
-callgrind, with ``WARMUP`` and ``WARMUP + CALLS`` calls, the difference per call (start-up and
-imports cancel out), as ``bench_instructions`` does for HTTP. The figure is otel-a2a's
+callgrind, with ``WARMUP`` and ``WARMUP + COUNTED`` calls, the difference per call (start-up and
+imports cancel out), as ``bench_instructions`` does for HTTP, over as many calls and for the
+same reason (the garbage collector's full collections). The figure is otel-a2a's
 increment (c - b) as a share of the grpc instrumentation's (b - a); target: no worse than the
 HTTP path's ratio (the ``overhead`` and ``instructions`` rows).
 """
@@ -28,9 +29,11 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 
 from bench import Row, median
+from bench.bench_instructions import REQUESTS
 
 WARMUP = 200
 CALLS = 300
+COUNTED = REQUESTS  # calls per configuration under callgrind
 ROUNDS = 21
 TASK_ID = "3f2c9a0e-6d1b-4b7e-9a55-0c8d2e41f7a1"
 METADATA = (("a2a-version", "1.0"),)
@@ -196,10 +199,10 @@ def _count(config: str, target: str, calls: int) -> int:
 def _instructions(target: str) -> list[Row]:
     if shutil.which("valgrind") is None:
         return [Row("grpc instructions: not measured (valgrind not installed)", "-")]
-    jobs = [(config, n) for config in "abc" for n in (0, CALLS)]
+    jobs = [(config, n) for config in "abc" for n in (0, COUNTED)]
     with futures.ThreadPoolExecutor(max_workers=2) as pool:
         totals = dict(zip(jobs, pool.map(lambda j: _count(j[0], target, j[1]), jobs), strict=True))
-    per = {c: (totals[c, CALLS] - totals[c, 0]) / CALLS for c in "abc"}
+    per = {c: (totals[c, COUNTED] - totals[c, 0]) / COUNTED for c in "abc"}
     grpc_inc, a2a_inc = per["b"] - per["a"], per["c"] - per["b"]
     return [
         Row("grpc instructions: (a) bare sync channel (per call)", f"{per['a']:,.0f}"),

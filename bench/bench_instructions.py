@@ -2,10 +2,16 @@
 
 On a shared 2-core machine the wall-clock ratio of ``bench_overhead`` moves by tens of points
 from round to round. Valgrind's callgrind counts the instructions a process executes, which do
-depend far less on what else the machine is doing than time does: from run to run the counts
-move by about 0.1 % on a quiet machine and up to 3 % on a loaded one (hash seeds, ids, the
-export thread's timing), so compare ratios taken within one run. It counts instructions,
-not time: a cache miss costs one.
+depend far less on what else the machine is doing than time does (hash seeds, ids and the
+export thread's timing still move them a little), so compare ratios taken within one run. It
+counts instructions, not time: a cache miss costs one.
+
+The garbage collector's full collections scan the whole heap (millions of instructions each)
+and come once every 1,500 to 3,000 requests here; a window of a few hundred requests either
+catches one, which then adds 30,000 to 50,000 instructions to each of its requests, or none.
+``REQUESTS`` is long enough for each configuration to pay its share.
+
+Target: otel-a2a's increment (c - b) at most 45 % of the httpx instrumentation's (b - a).
 
 Each configuration of ``bench_overhead`` ((a) bare httpx, (b) + httpx instrumentation + SDK,
 (c) (b) + otel_a2a) runs in its own interpreter under callgrind twice, with ``WARMUP`` requests
@@ -15,9 +21,10 @@ counted too (callgrind counts every thread): exporting a span is part of its cos
 
 A fourth run, *floor*, starts and ends one SDK span per request carrying exactly the name,
 kind and attributes of the span otel-a2a makes for that ``GetTask`` (taken from a real
-request), under both span processors, all attributes given at start (the cheapest way to set
-them). No implementation of the span contract (docs/semantic-conventions.md) with the
-OpenTelemetry SDK can cost less than this.
+request), under both span processors, all attributes given at start (the cheapest way the API
+offers). No implementation of the span contract (docs/semantic-conventions.md) through the
+SDK's API can cost less than this; otel-a2a's own span costs less, as it writes its attributes
+past the SDK's per-value cleaning where nothing can tell (``instrumentation/own_spans.py``).
 *floor-bare* is the same span under the ``BatchSpanProcessor`` alone (the SDK's part), and
 *wire* classifies the request and extracts the response's task facts (the protocol layer's
 part, no OpenTelemetry): together they bound from below what any implementation that reads
@@ -38,10 +45,11 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from bench import Row
+from bench import Row, check
 
 WARMUP = 200
-REQUESTS = 300
+REQUESTS = 3000
+TARGET_PCT = 45.0  # otel-a2a's increment as a share of the httpx instrumentation's
 CONFIGS = ("a", "b", "c", "floor", "floor-bare", "wire", "b-other", "c-other")
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
@@ -78,7 +86,12 @@ def run() -> list[Row]:
         Row("instructions: (a) bare httpx, 2 KB GetTask (per request)", f"{per['a']:,.0f}"),
         Row("instructions: (b) + httpx instrumentation + SDK", f"{per['b']:,.0f}"),
         Row("instructions: (c) (b) + otel_a2a", f"{per['c']:,.0f}"),
-        Row("instructions: otel_a2a increment / httpx increment (%)", f"{a2a_inc / httpx_inc:.0%}"),
+        check(
+            "instructions: otel_a2a increment / httpx increment (%)",
+            a2a_inc / httpx_inc * 100,
+            ".0f",
+            TARGET_PCT,
+        ),
         Row(
             "instructions: floor, our GetTask span alone, as % of the httpx increment",
             f"{per['floor'] / httpx_inc:.0%}",

@@ -104,10 +104,11 @@ def _sampler(client: httpx.Client, request_body: bytes) -> Callable[[int], float
 
 def floor_span(body: bytes, divergence: bool = True) -> tuple[Callable[[], None], int]:
     """Start and end one SDK span exactly like otel-a2a's for this ``GetTask``: the cost no
-    implementation of the span contract can avoid.
+    implementation of the span contract through the SDK's API can avoid.
 
     Name, kind and attributes are taken from the span of one real request; all attributes are
-    given at start (cheaper than setting some later, as the instrumentation must). Same scope
+    given at start (cheaper than setting some later, as the API asks of the instrumentation;
+    otel-a2a writes past it where nothing can tell, see ``own_spans``). Same scope
     and processors as (c): a ``BatchSpanProcessor`` and, unless ``divergence`` is false (the
     bare SDK span), the ``DivergenceSpanProcessor``.
     """

@@ -15,8 +15,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
-from otel_a2a.instrumentation import collection, runtime
-from otel_a2a.instrumentation.processor import end_own, start_own
+from otel_a2a.instrumentation import collection, own_spans, runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,7 +67,8 @@ class liveness_decision:
                 attributes[sc.AGENT_URL] = agent
             if peer.etag is not None:
                 attributes[sc.CARD_ETAG] = peer.etag
-            span = start_own(rt.tracer, f"A2A {sc.OP_DECISION}", SpanKind.INTERNAL, attributes)
+            name = f"A2A {sc.OP_DECISION}"
+            span = own_spans.start(rt.tracer, name, SpanKind.INTERNAL, attributes)
             # this entry's own verdict: another thread may enter the same instance meanwhile
             verdict = rt.decide(
                 span,
@@ -114,7 +114,7 @@ class liveness_decision:
         try:
             if exc_type is not None:
                 span.set_status(Status(StatusCode.ERROR, exc_type.__qualname__))
-            end_own(span)  # runs every span processor, the application's too
+            own_spans.end(span)  # runs every span processor, the application's too
         except Exception as err:
             rt = runtime.current()
             if rt is not None:

@@ -17,8 +17,7 @@ from types import MappingProxyType
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
-from otel_a2a.instrumentation import collection
-from otel_a2a.instrumentation.processor import end_own, start_own
+from otel_a2a.instrumentation import collection, own_spans
 from otel_a2a.instrumentation.runtime import Peer, Runtime
 from otel_a2a.protocol import (
     A2AError,
@@ -213,7 +212,7 @@ class Exchange:
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
-        self.span: Span = start_own(rt.tracer, _SPAN_NAMES[op_name], _CLIENT, attrs)
+        self.span: Span = own_spans.start(rt.tracer, _SPAN_NAMES[op_name], _CLIENT, attrs)
 
     # -- before the request leaves ------------------------------------------------------
 
@@ -376,7 +375,7 @@ class Exchange:
             except Exception as exc:
                 self.rt.error(exc)
             try:
-                end_own(self.span, end_time)  # runs every span processor, the application's too
+                own_spans.end(self.span, end_time)  # runs every span processor, the host's too
             except Exception as exc:
                 self.rt.error(exc)
 
@@ -452,7 +451,7 @@ class Exchange:
         if self._unsaid_status:
             attrs[sc.HTTP_STATUS_CODE] = self._unsaid_status
             self._unsaid_status = 0
-        self.span.set_attributes(attrs)
+        own_spans.set_attributes(self.span, attrs)
 
     def _on_events(self, events: list[StreamEvent]) -> None:
         """The events of one chunk. Any frame (a ``: ping`` too) refreshes the stream's tasks:

@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
-from otel_a2a.instrumentation.processor import end_own, start_own
+from otel_a2a.instrumentation import own_spans
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import A2ARequest, Operation, ResponseFacts, StateClass, TaskReport
 from otel_a2a.protocol import grpc as wire
@@ -91,7 +91,7 @@ class GrpcExchange:
             attrs[sc.CONTEXT_ID] = a2a.context_id
         if peer.etag and op is not _EXTENDED_CARD:  # a card span carries its own
             attrs[sc.CARD_ETAG] = peer.etag
-        self.span: Span = start_own(rt.tracer, _SPAN_NAMES[name], SpanKind.CLIENT, attrs)
+        self.span: Span = own_spans.start(rt.tracer, _SPAN_NAMES[name], SpanKind.CLIENT, attrs)
         if streaming and a2a.task_id:
             self._stream_tasks.add(a2a.task_id)
 
@@ -226,7 +226,7 @@ class GrpcExchange:
         try:
             self._status(code, details, trailing_metadata, failure)
             if self._attrs and span.is_recording():
-                span.set_attributes(self._attrs)
+                own_spans.set_attributes(span, self._attrs)
             abnormal = self.streaming and self._stream_tasks and not self._terminal_seen
             if abnormal and span.is_recording():
                 last = self._last_report
@@ -239,7 +239,7 @@ class GrpcExchange:
         finally:
             self._stream_tasks = set()
             try:
-                end_own(span)  # runs every span processor, the application's too
+                own_spans.end(span)  # runs every span processor, the application's too
             except Exception as exc:
                 self.rt.error(exc)
 

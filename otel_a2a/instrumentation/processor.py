@@ -13,20 +13,17 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
+from threading import get_ident
 from types import MappingProxyType
 from typing import TypeVar
 
-from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import assumes_live
-from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation import collection, own_spans, runtime
 from otel_a2a.protocol import (
     MAX_ID_LEN,
     Binding,
@@ -76,23 +73,7 @@ def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
     return _public_attributes(span)
 
 
-def _sdk_layout() -> frozenset[type]:
-    """The SDK span classes whose attributes are a ``BoundedAttributes`` holding its dict in
-    ``_dict`` (checked once, on a span made here); none for an SDK laid out otherwise."""
-    try:
-        provider = TracerProvider(ALWAYS_ON, Resource.get_empty(), shutdown_on_exit=False)
-        span = provider.get_tracer("probe").start_span("probe", attributes={"k": "v"})
-        if not isinstance(span, ReadableSpan):
-            return frozenset()
-        held = span._attributes
-        if type(held) is BoundedAttributes and held._dict == {"k": "v"} == span.attributes:
-            return frozenset({type(span), ReadableSpan})
-    except Exception:  # another SDK: the public path only
-        pass
-    return frozenset()
-
-
-_SDK_SPANS = _sdk_layout()
+_SDK_SPANS = frozenset({own_spans.SDK_SPAN, ReadableSpan}) if own_spans.SDK_SPAN else frozenset()
 
 
 def _ours(span: ReadableSpan) -> bool:
@@ -148,44 +129,12 @@ def _put_aside(rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object]) -
     collection.defer(functools.partial(observe, rt, task_id, kept, time.monotonic()))
 
 
-# otel-a2a's own spans are judged where they are made: every hook leaves them alone. Starting
-# and ending them through these two functions lets the hooks see that at once, before any
-# attribute is read (that costs more than the rest of the hook). Shared by every thread: a
-# flag another thread clears early only sends a hook down its ordinary path, and the span
-# context ``_own_ending`` holds is only ever one of otel-a2a's spans' (``on_end`` gets a
-# snapshot of the span, which shares it).
-_own_starting = False
-_own_ending: object = None
-
-
-def start_own(
-    tracer: Tracer, name: str, kind: SpanKind, attributes: dict[str, str | bool]
-) -> trace.Span:
-    """Start one of otel-a2a's spans."""
-    global _own_starting
-    _own_starting = True
-    try:
-        return tracer.start_span(name, kind=kind, attributes=attributes)
-    finally:
-        _own_starting = False
-
-
-def end_own(span: trace.Span, end_time: int | None = None) -> None:
-    """End one of otel-a2a's spans."""
-    global _own_ending
-    _own_ending = span.get_span_context()
-    try:
-        span.end(end_time)
-    finally:
-        _own_ending = None
-
-
 class DivergenceSpanProcessor(SpanProcessor):
     """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use
     (one added by the application as well is harmless: each span is judged once)."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if _own_starting and _ours(span):
+        if own_spans.starting == get_ident() and _ours(span):
             return
         attrs = _attributes(span)
         # every span of the process passes here: the common case must cost one lookup
@@ -214,7 +163,11 @@ class DivergenceSpanProcessor(SpanProcessor):
             collection.leave()
 
     def on_end(self, span: ReadableSpan) -> None:
-        if _own_ending is not None and span.context is _own_ending:
+        ending = own_spans.ending
+        if (
+            ending is not None
+            and (span._context if type(span) in _SDK_SPANS else span.context) is ending
+        ):
             return
         attrs = _attributes(span)
         if not attrs or sc.TASK_ID not in attrs:
