@@ -54,7 +54,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import register_post_import_hook
 
-from otel_a2a.instrumentation import collection, libraries, runtime
+from otel_a2a.instrumentation import collection, libraries, own_spans, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
@@ -131,6 +131,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         _grpc_detach()
         collection.drain()  # what this runtime deferred, before the next one
         runtime.install(None)
+        own_spans.forget()
 
 
 # grpcio (optional) is patched once imported, as httpx is (``libraries``): at ``instrument()``

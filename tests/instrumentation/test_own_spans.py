@@ -82,20 +82,66 @@ def sampled() -> Iterator[tuple[Harness, RecordingSampler]]:
 
 def test_this_sdk_is_laid_out_as_written_into() -> None:
     assert own_spans.SDK_SPAN is not None  # else every span would take the API's path
+    assert own_spans._checked_sdk()  # the release CI installs was read: the writes are on
+    assert own_spans._WRITABLE is own_spans.SDK_SPAN
 
 
-def test_both_paths_make_the_same_span(otel: Harness) -> None:
+def _conversation() -> list[tuple[str, list[tuple[str, Any]]]]:
+    """A card fetch, a GetTask, a follow-up and a card fetched again under a new etag, through
+    a harness of its own; each span's attributes in their order."""
+    harness, instrumentor = make_harness()
+    try:
+        agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+        with agent.client() as client:
+            client.get("/.well-known/agent-card.json")
+            agent.rpc(client, "GetTask", {"id": "t1"})
+            message = {"messageId": "m1", "role": "ROLE_USER", "taskId": "t1", "parts": []}
+            agent.rpc(client, "SendMessage", {"message": message})
+            agent.etag = 'W/"v2"'
+            client.get("/.well-known/agent-card.json")
+            agent.rpc(client, "GetTask", {"id": "t1"})
+    finally:
+        instrumentor.uninstrument()
+    return [(x.name, list((x.attributes or {}).items())) for x in harness.spans()]
+
+
+def test_both_paths_make_the_same_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same attributes in the same order, span by span, written directly or through
+    the API."""
+    direct = _conversation()
+    monkeypatch.setattr(own_spans, "_WRITABLE", None)
+    through_api = _conversation()
+    assert direct == through_api
+    assert [name for name, _ in direct].count("A2A GetTask") == 2
+    last = dict(direct[-1][1])
+    assert last["a2a.task.state"] == "working" and last["a2a.card.etag"] == 'W/"v2"'
+
+
+def test_an_application_processor_sees_the_start_attributes(otel: Harness) -> None:
     assert _unread(otel)  # the SDK's simple processor and ours: attributes go in directly
-    direct = _get_task(otel)
     recorder = StartRecorder()
     otel.tracer_provider.add_span_processor(recorder)
     assert not _unread(otel)  # now an application's processor reads them at start
-    through_api = _get_task(otel)
-    assert direct == through_api
-    assert direct["a2a.task.state"] == "working" and direct["a2a.task.id"] == "t1"
+    attrs = _get_task(otel)
+    assert attrs["a2a.task.state"] == "working" and attrs["a2a.task.id"] == "t1"
     started = recorder.seen["A2A GetTask"]
     assert started["a2a.task.id"] == "t1" and started["rpc.system"] == "a2a"
     assert "a2a.task.state" not in started  # known only from the response
+
+
+def test_a_sampler_set_on_the_tracer_later_is_seen_and_uninstrument_forgets() -> None:
+    harness, instrumentor = make_harness()
+    try:
+        rt = runtime.current()
+        assert rt is not None and _unread(harness)
+        sampler = RecordingSampler()
+        rt.tracer.sampler = sampler  # type: ignore[attr-defined]
+        assert not _unread(harness)
+        _get_task(harness)
+        assert sampler.seen["A2A GetTask"]["a2a.task.id"] == "t1"
+    finally:
+        instrumentor.uninstrument()
+    assert own_spans._quiet[0] is None  # nothing of that provider is kept
 
 
 def test_an_application_sampler_sees_the_start_attributes(
@@ -143,7 +189,9 @@ def test_the_application_span_limits_hold(
             assert attrs[key] == value
 
 
-def test_nothing_is_written_once_the_span_ended(otel: Harness) -> None:
+def test_nothing_is_written_once_the_span_ended(
+    otel: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
     rt = runtime.current()
     assert rt is not None
     span = own_spans.start(rt.tracer, "A2A GetTask", SpanKind.CLIENT, {"a2a.task.id": "t9"})
@@ -152,6 +200,34 @@ def test_nothing_is_written_once_the_span_ended(otel: Harness) -> None:
     assert isinstance(span, ReadableSpan)
     assert dict(span.attributes or {}) == {"a2a.task.id": "t9"}
     assert dict(otel.span("A2A GetTask").attributes or {}) == {"a2a.task.id": "t9"}
+    assert "Setting attribute on ended span" in caplog.text  # as the SDK says it
+
+
+def test_a_key_set_again_moves_last_under_a_count_limit() -> None:
+    """The SDK deletes a key set again and adds it last, so the count limit drops another
+    key than the first one set: written directly, the same keys survive."""
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=5))
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    tracer = provider.get_tracer("otel_a2a")
+    assert own_spans._start_unread(tracer)
+    start: dict[str, own_spans.Value] = {"a": "1", "b": "2", "c": "3"}
+    kept = []
+    for direct in (True, False):
+        span = (
+            own_spans.start(tracer, "s", SpanKind.CLIENT, start)
+            if direct
+            else tracer.start_span("s", attributes=start)
+        )
+        if direct:
+            own_spans.set_attributes(span, {"a": "1'", "b": "2'"})
+        else:
+            span.set_attributes({"a": "1'", "b": "2'"})
+        for key in "def":
+            span.set_attribute(key, key)
+        assert isinstance(span, ReadableSpan)
+        kept.append((list((span.attributes or {}).items()), span.dropped_attributes))
+    survivors = [("a", "1'"), ("b", "2'"), ("d", "d"), ("e", "e"), ("f", "f")]
+    assert kept[0] == kept[1] == (survivors, 1)  # "c", set once and first, was dropped
 
 
 class OwnSampler(s.StaticSampler):
