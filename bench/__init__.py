@@ -7,8 +7,12 @@ never fail the build: ``python -m bench`` prints the table and exits 0.
 
 from __future__ import annotations
 
+import re
 import statistics
-from collections.abc import Sequence
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 
@@ -46,3 +50,28 @@ def format_table(rows: Sequence[Row]) -> str:
 
 def _met(met: bool | None) -> str:
     return "" if met is None else ("yes" if met else "NO")
+
+
+_COLLECTED = re.compile(rb"Collected : (\d+)")
+
+
+def _callgrind(args: list[str]) -> int:
+    """Instructions executed by ``python *args`` (callgrind's total, every thread)."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
+    done = subprocess.run([*command, *args], capture_output=True, check=True, timeout=900)
+    found = _COLLECTED.search(done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-400:]!r}")
+    return int(found.group(1))
+
+
+def instructions_per_call(
+    args: Callable[[str, int], list[str]], configs: Sequence[str], warmup: int, calls: int
+) -> dict[str, float]:
+    """Instructions per call of each configuration: ``python *args(config, n)`` under
+    callgrind with ``n`` = ``warmup`` and ``warmup + calls``, the difference divided by
+    ``calls`` (start-up, imports and warm-up cancel out); two processes at a time (2 cores)."""
+    jobs = [(config, n) for config in configs for n in (warmup, warmup + calls)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        totals = dict(zip(jobs, pool.map(lambda job: _callgrind(args(*job)), jobs), strict=True))
+    return {c: (totals[c, warmup + calls] - totals[c, warmup]) / calls for c in configs}

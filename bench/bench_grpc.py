@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 
-from bench import Row, median
+from bench import Row, instructions_per_call, median
 from bench.bench_instructions import REQUESTS
 
 WARMUP = 200
@@ -37,7 +36,6 @@ COUNTED = REQUESTS  # calls per configuration under callgrind
 ROUNDS = 21
 TASK_ID = "3f2c9a0e-6d1b-4b7e-9a55-0c8d2e41f7a1"
 METADATA = (("a2a-version", "1.0"),)
-_COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
 def _task() -> object:
@@ -176,33 +174,15 @@ def _wall_clock(target: str) -> list[Row]:
     ]
 
 
-def _count(config: str, target: str, calls: int) -> int:
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        "-m",
-        "bench.bench_grpc",
-        "worker",
-        config,
-        target,
-        str(WARMUP + calls),
-    ]
-    done = subprocess.run(command, capture_output=True, check=True, timeout=900)
-    found = _COLLECTED.search(done.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-400:]!r}")
-    return int(found.group(1))
-
-
 def _instructions(target: str) -> list[Row]:
     if shutil.which("valgrind") is None:
         return [Row("grpc instructions: not measured (valgrind not installed)", "-")]
-    jobs = [(config, n) for config in "abc" for n in (0, COUNTED)]
-    with futures.ThreadPoolExecutor(max_workers=2) as pool:
-        totals = dict(zip(jobs, pool.map(lambda j: _count(j[0], target, j[1]), jobs), strict=True))
-    per = {c: (totals[c, COUNTED] - totals[c, 0]) / COUNTED for c in "abc"}
+    per = instructions_per_call(
+        lambda config, n: ["-m", "bench.bench_grpc", "worker", config, target, str(n)],
+        "abc",
+        WARMUP,
+        COUNTED,
+    )
     grpc_inc, a2a_inc = per["b"] - per["a"], per["c"] - per["b"]
     return [
         Row("grpc instructions: (a) bare sync channel (per call)", f"{per['a']:,.0f}"),

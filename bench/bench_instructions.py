@@ -39,47 +39,26 @@ Needs ``valgrind`` on ``PATH`` (Debian package ``valgrind``); without it the row
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
-from bench import Row, check
+from bench import Row, check, instructions_per_call
 
 WARMUP = 200
 REQUESTS = 3000
 TARGET_PCT = 45.0  # otel-a2a's increment as a share of the httpx instrumentation's
 CONFIGS = ("a", "b", "c", "floor", "floor-bare", "wire", "b-other", "c-other")
-_COLLECTED = re.compile(rb"Collected : (\d+)")
-
-
-def _count(config: str, requests: int) -> int:
-    """Instructions executed by one worker process (callgrind's total)."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        "-m",
-        "bench.bench_instructions",
-        config,
-        str(WARMUP + requests),
-    ]
-    done = subprocess.run(command, capture_output=True, check=True, timeout=900)
-    found = _COLLECTED.search(done.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-400:]!r}")
-    return int(found.group(1))
 
 
 def run() -> list[Row]:
     if shutil.which("valgrind") is None:
         return [Row("instructions: not measured (valgrind not installed)", "-")]
-    jobs = [(config, n) for config in CONFIGS for n in (0, REQUESTS)]
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores
-        totals = dict(zip(jobs, pool.map(lambda job: _count(*job), jobs), strict=True))
-    per = {c: (totals[c, REQUESTS] - totals[c, 0]) / REQUESTS for c in CONFIGS}
+    per = instructions_per_call(
+        lambda config, n: ["-m", "bench.bench_instructions", config, str(n)],
+        CONFIGS,
+        WARMUP,
+        REQUESTS,
+    )
     httpx_inc, a2a_inc = per["b"] - per["a"], per["c"] - per["b"]
     other = per["c-other"] - per["b-other"]
     return [

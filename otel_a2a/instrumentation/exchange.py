@@ -78,6 +78,27 @@ def _error_type(code: int | None, reason: str | None, binding: Binding, status: 
     return str(status) if status >= 400 else sc.ERROR_TYPE_OTHER
 
 
+def card_attributes(
+    attrs: dict[str, str | bool | float | int],
+    card: CardInfo | None,
+    etag: str | None,
+    heartbeat: float | None,
+) -> dict[str, str | bool | float | int]:
+    """``attrs`` with what a card puts on the span of its fetch, over any binding."""
+    if card is not None:
+        if card.name:
+            attrs[sc.AGENT_NAME] = card.name
+        if card.version:
+            attrs[sc.CARD_VERSION] = card.version
+        if card.streaming is not None:
+            attrs[sc.CARD_STREAMING] = card.streaming
+    if etag:
+        attrs[sc.CARD_ETAG] = etag
+    if heartbeat is not None:
+        attrs[sc.CARD_HEARTBEAT] = heartbeat
+    return attrs
+
+
 _INFLATE_STEP = 64 * 1024
 
 
@@ -404,7 +425,7 @@ class Exchange:
         elif op is _GET_EXTENDED_AGENT_CARD:
             card = parse_extended_card(self.a2a, self.status, body)
             if card is not None and self.span.is_recording():  # its own etag, span only
-                self._card_attributes(card, card.etag, card.heartbeat)
+                self._set_attributes(card_attributes({}, card, card.etag, card.heartbeat))
         else:
             self._apply(extract_response(self.a2a, self.status, body), False)
 
@@ -417,34 +438,11 @@ class Exchange:
                 return
             update = self.rt.card_fetched(self.url, card, self.a2a.card_variant)
         if self.span.is_recording():
-            self._card_attributes(
-                update.card,
-                update.etag,
-                update.heartbeat,
-                {sc.AGENT_URL: update.agent, sc.CARD_ETAG_CHANGED: update.etag_changed},
-            )
-
-    def _card_attributes(
-        self,
-        card: CardInfo | None,
-        etag: str | None,
-        heartbeat: float | None,
-        attrs: dict[str, str | bool | float | int] | None = None,
-    ) -> None:
-        if attrs is None:
-            attrs = {}
-        if card is not None:
-            if card.name:
-                attrs[sc.AGENT_NAME] = card.name
-            if card.version:
-                attrs[sc.CARD_VERSION] = card.version
-            if card.streaming is not None:
-                attrs[sc.CARD_STREAMING] = card.streaming
-        if etag:
-            attrs[sc.CARD_ETAG] = etag
-        if heartbeat is not None:
-            attrs[sc.CARD_HEARTBEAT] = heartbeat
-        self._set_attributes(attrs)
+            attrs: dict[str, str | bool | float | int] = {
+                sc.AGENT_URL: update.agent,
+                sc.CARD_ETAG_CHANGED: update.etag_changed,
+            }
+            self._set_attributes(card_attributes(attrs, update.card, update.etag, update.heartbeat))
 
     def _set_attributes(self, attrs: dict[str, str | bool | float | int]) -> None:
         """Set ``attrs`` on the live span, with the HTTP status when it is not there yet."""

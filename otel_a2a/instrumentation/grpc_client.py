@@ -224,6 +224,21 @@ def _metadata(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return kwargs["metadata"] if "metadata" in kwargs else (args[2] if len(args) > 2 else None)
 
 
+def _under_span(
+    exchange: GrpcExchange, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``call(*args, **kwargs)`` with the exchange's span current (an inner instrumentation's
+    span is its child); what it raises ends the exchange, then goes on to the application."""
+    token = context.attach(trace.set_span_in_context(exchange.span))
+    try:
+        return call(*args, **kwargs)
+    except BaseException as exc:
+        _end_with(exchange, exc)
+        raise
+    finally:
+        context.detach(token)
+
+
 class _Callable:
     """A multi-callable of an A2A method on a sync channel: the channel's own one, called as
     the application calls it, its call observed around it."""
@@ -258,14 +273,7 @@ class _UnaryCallable(_Callable):
         exchange = self._start(args, kwargs)
         if exchange is None:
             return self._inner(*args, **kwargs)
-        token = context.attach(trace.set_span_in_context(exchange.span))
-        try:
-            response = self._inner(*args, **kwargs)
-        except BaseException as exc:
-            _end_with(exchange, exc)
-            raise
-        finally:
-            context.detach(token)
+        response = _under_span(exchange, self._inner, args, kwargs)
         _guarded(exchange, exchange.reply, response, _OK)
         return response
 
@@ -273,14 +281,7 @@ class _UnaryCallable(_Callable):
         exchange = self._start(args, kwargs)
         if exchange is None:
             return self._inner.with_call(*args, **kwargs)
-        token = context.attach(trace.set_span_in_context(exchange.span))
-        try:
-            response, call = self._inner.with_call(*args, **kwargs)
-        except BaseException as exc:
-            _end_with(exchange, exc)
-            raise
-        finally:
-            context.detach(token)
+        response, call = _under_span(exchange, self._inner.with_call, args, kwargs)
         _guarded(exchange, exchange.reply, response, _OK)
         return response, call
 
@@ -288,14 +289,7 @@ class _UnaryCallable(_Callable):
         exchange = self._start(args, kwargs)
         if exchange is None:
             return self._inner.future(*args, **kwargs)
-        token = context.attach(trace.set_span_in_context(exchange.span))
-        try:
-            future = self._inner.future(*args, **kwargs)
-        except BaseException as exc:
-            _end_with(exchange, exc)
-            raise
-        finally:
-            context.detach(token)
+        future = _under_span(exchange, self._inner.future, args, kwargs)
         try:
             future.add_done_callback(functools.partial(_sync_unary_done, exchange))
         except Exception as exc:
@@ -313,14 +307,7 @@ class _StreamCallable(_Callable):
         exchange = self._start(args, kwargs)
         if exchange is None:
             return self._inner(*args, **kwargs)
-        token = context.attach(trace.set_span_in_context(exchange.span))
-        try:
-            call = self._inner(*args, **kwargs)
-        except BaseException as exc:
-            _end_with(exchange, exc)
-            raise
-        finally:
-            context.detach(token)
+        call = _under_span(exchange, self._inner, args, kwargs)
         # what an inner instrumentation returns may be a bare iterator (opentelemetry-
         # instrumentation-grpc's generator): then its end is seen by reading only
         add_done_callback = getattr(call, "add_done_callback", None)

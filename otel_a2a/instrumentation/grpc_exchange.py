@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.instrumentation import own_spans
+from otel_a2a.instrumentation.exchange import card_attributes
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.protocol import A2ARequest, Operation, ResponseFacts, StateClass, TaskReport
 from otel_a2a.protocol import grpc as wire
@@ -139,16 +140,7 @@ class GrpcExchange:
         card = extended_card(MessageToDict(message))
         if card is None:
             return
-        attrs = self._attrs
-        if card.name:
-            attrs[sc.AGENT_NAME] = card.name
-        if card.version:
-            attrs[sc.CARD_VERSION] = card.version
-        if card.streaming is not None:
-            attrs[sc.CARD_STREAMING] = card.streaming
-        attrs[sc.CARD_ETAG] = card.etag
-        if card.heartbeat is not None:
-            attrs[sc.CARD_HEARTBEAT] = card.heartbeat
+        card_attributes(self._attrs, card, card.etag, card.heartbeat)
 
     def _apply(self, facts: ResponseFacts, now: float) -> Iterable[str]:
         rt, span, a2a = self.rt, self.span, self.a2a

@@ -38,24 +38,31 @@ def _request(text: str) -> a2a_pb2.SendMessageRequest:
     return a2a_pb2.SendMessageRequest(message=msg)
 
 
+def _callables(channel: Any, dead: Any) -> tuple[Any, Any, Any]:
+    """GetTask and SendStreamingMessage on ``channel``, GetTask on ``dead`` (nobody listens);
+    sync and aio channels make them alike."""
+    get = channel.unary_unary(
+        GET,
+        request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
+        response_deserializer=a2a_pb2.Task.FromString,
+    )
+    stream = channel.unary_stream(
+        STREAM,
+        request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+        response_deserializer=a2a_pb2.StreamResponse.FromString,
+    )
+    dead_get = dead.unary_unary(
+        GET,
+        request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
+        response_deserializer=a2a_pb2.Task.FromString,
+    )
+    return get, stream, dead_get
+
+
 def _sync_matrix(target: str, closed: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     with grpc.insecure_channel(target) as channel, grpc.insecure_channel(closed) as dead:
-        get = channel.unary_unary(
-            GET,
-            request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
-            response_deserializer=a2a_pb2.Task.FromString,
-        )
-        stream = channel.unary_stream(
-            STREAM,
-            request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
-            response_deserializer=a2a_pb2.StreamResponse.FromString,
-        )
-        dead_get = dead.unary_unary(
-            GET,
-            request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
-            response_deserializer=a2a_pb2.Task.FromString,
-        )
+        get, stream, dead_get = _callables(channel, dead)
         unary = {"ok": get, "not_found": get, "hang": get, "unavailable": dead_get}
         for case, method in unary.items():
             timeout = 0.3 if case == "hang" else 5.0
@@ -91,21 +98,7 @@ async def _aio_matrix(target: str, closed: str) -> dict[str, Any]:
         grpc.aio.insecure_channel(target) as channel,
         grpc.aio.insecure_channel(closed) as dead,
     ):
-        get = channel.unary_unary(
-            GET,
-            request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
-            response_deserializer=a2a_pb2.Task.FromString,
-        )
-        stream = channel.unary_stream(
-            STREAM,
-            request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
-            response_deserializer=a2a_pb2.StreamResponse.FromString,
-        )
-        dead_get = dead.unary_unary(
-            GET,
-            request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
-            response_deserializer=a2a_pb2.Task.FromString,
-        )
+        get, stream, dead_get = _callables(channel, dead)
         unary = {"ok": get, "not_found": get, "hang": get, "unavailable": dead_get}
         for case, method in unary.items():
             timeout = 0.3 if case == "hang" else 5.0
@@ -201,11 +194,7 @@ def test_instrumented_application_sees_exactly_the_same() -> None:
 def test_task_lost_from_the_status_details(otel: Harness) -> None:
     """A live task observed, then ``NOT_FOUND`` with ErrorInfo ``TASK_NOT_FOUND``."""
     with grpc_fake_agent.serve() as target, grpc.insecure_channel(target) as channel:
-        get = channel.unary_unary(
-            GET,
-            request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
-            response_deserializer=a2a_pb2.Task.FromString,
-        )
+        get, _, _ = _callables(channel, channel)
         get(a2a_pb2.GetTaskRequest(id="lost-1"), metadata=V1)
         try:
             get(a2a_pb2.GetTaskRequest(id="lost-1"), metadata=V1)
@@ -299,16 +288,7 @@ def test_internal_failures_are_counted_never_raised(
 
     async def aio(target: str) -> tuple[Any, list[Any]]:
         async with grpc.aio.insecure_channel(target) as channel:
-            get = channel.unary_unary(
-                GET,
-                request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
-                response_deserializer=a2a_pb2.Task.FromString,
-            )
-            stream = channel.unary_stream(
-                STREAM,
-                request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
-                response_deserializer=a2a_pb2.StreamResponse.FromString,
-            )
+            get, stream, _ = _callables(channel, channel)
             reply = await get(a2a_pb2.GetTaskRequest(id="ok"), metadata=V1)
             messages = [m async for m in stream(_request("ok boom-aio"), metadata=V1)]
             return reply, messages
