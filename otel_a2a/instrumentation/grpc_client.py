@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent import futures
-from typing import Any, NamedTuple
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -58,7 +58,12 @@ def _current() -> runtime.Runtime | None:
 
 
 def _open(
-    rt: runtime.Runtime, origin: str, details: Any, request: object, streaming: bool
+    rt: runtime.Runtime,
+    origin: str,
+    method: str | bytes,
+    metadata: Any,
+    request: object,
+    streaming: bool,
 ) -> GrpcExchange | None:
     """The exchange of an A2A call, its implicit decisions judged; None for a call that is
     not A2A after all or one made inside otel-a2a's own work (counted). Never raises."""
@@ -66,10 +71,9 @@ def _open(
         collection.defer(functools.partial(rt.error, collection.REENTRANT))
         return None
     try:
-        method = details.method
         if isinstance(method, bytes):
             method = method.decode("ascii", "replace")
-        a2a = wire.classify_call(method, details.metadata)
+        a2a = wire.classify_call(method, metadata)
         if a2a is None:
             return None
         task_id, context_id = wire.request_ids(a2a.operation, request)
@@ -128,7 +132,13 @@ async def _aio_call(
     rt = _current() if _a2a_method(details.method) else None
     if rt is not None and _setup_due(rt):
         await _late_setup_off_the_loop(rt)
-    exchange = None if rt is None else _open(rt, origin, details, request, streaming)
+    exchange = None
+    if rt is not None:
+        metadata = details.metadata
+        if isinstance(metadata, Iterator):  # grpc.aio passes a generator on as given
+            metadata, theirs = _shared(metadata)
+            details = details._replace(metadata=theirs)  # grpc.aio's details: a namedtuple
+        exchange = _open(rt, origin, details.method, metadata, request, streaming)
     if exchange is None:
         return None, await continuation(details, request)
     token = context.attach(trace.set_span_in_context(exchange.span))
@@ -212,16 +222,45 @@ async def _aio_messages(exchange: GrpcExchange, call: Any) -> AsyncIterator[Any]
 # -- grpc (sync) ------------------------------------------------------------------------------
 
 
-class _Details(NamedTuple):
-    """What ``_open`` reads of a call, as a ``grpc.ClientCallDetails`` holds it."""
+def _shared(metadata: Any) -> tuple[Any, Any]:
+    """(what otel-a2a reads, what grpc gets) of the application's call metadata. Both are the
+    application's own object, unless that is a one-shot iterator (a generator): reading it
+    would leave grpc nothing to send, so it is read once into a tuple, as grpc itself does,
+    and both get the tuple. An iterator that fails part-way gives grpc the items it yielded,
+    then the same failure, and otel-a2a nothing."""
+    if not isinstance(metadata, Iterator):
+        return metadata, metadata
+    items: list[Any] = []
+    try:
+        for item in metadata:
+            items.append(item)
+    except Exception as exc:
+        return None, _replay(items, exc)
+    read = tuple(items)
+    return read, read
 
-    method: str
-    metadata: Any
+
+def _replay(items: list[Any], failure: Exception) -> Iterator[Any]:
+    yield from items
+    raise failure
 
 
-def _metadata(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The ``metadata`` argument of a multi-callable's ``(request, timeout, metadata, ...)``."""
-    return kwargs["metadata"] if "metadata" in kwargs else (args[2] if len(args) > 2 else None)
+def _with_metadata(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """(metadata to read, args, kwargs) of a multi-callable's ``(request, timeout, metadata,
+    ...)`` call, the arguments unchanged unless the metadata had to be read once (``_shared``)."""
+    if "metadata" in kwargs:
+        ours, theirs = _shared(kwargs["metadata"])
+        if theirs is not kwargs["metadata"]:
+            kwargs = {**kwargs, "metadata": theirs}
+    elif len(args) > 2:
+        ours, theirs = _shared(args[2])
+        if theirs is not args[2]:
+            args = (*args[:2], theirs, *args[3:])
+    else:
+        ours = None
+    return ours, args, kwargs
 
 
 def _under_span(
@@ -250,27 +289,32 @@ class _Callable:
         self._method = method
         self._origin = origin
 
-    def _start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> GrpcExchange | None:
+    def _start(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[GrpcExchange | None, tuple[Any, ...], dict[str, Any]]:
+        """(exchange or None, the call's arguments as they must go on to grpc)."""
         rt = _current()
         if rt is None:
-            return None
+            return None, args, kwargs
         if _setup_due(rt):
             _late_setup_guarded(rt)
-        details = _Details(self._method, _metadata(args, kwargs))
-        return _open(
+        metadata, args, kwargs = _with_metadata(args, kwargs)
+        exchange = _open(
             rt,
             self._origin,
-            details,
+            self._method,
+            metadata,
             args[0] if args else kwargs.get("request"),
             type(self) is _StreamCallable,
         )
+        return exchange, args, kwargs
 
 
 class _UnaryCallable(_Callable):
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        exchange = self._start(args, kwargs)
+        exchange, args, kwargs = self._start(args, kwargs)
         if exchange is None:
             return self._inner(*args, **kwargs)
         response = _under_span(exchange, self._inner, args, kwargs)
@@ -278,7 +322,7 @@ class _UnaryCallable(_Callable):
         return response
 
     def with_call(self, *args: Any, **kwargs: Any) -> Any:
-        exchange = self._start(args, kwargs)
+        exchange, args, kwargs = self._start(args, kwargs)
         if exchange is None:
             return self._inner.with_call(*args, **kwargs)
         response, call = _under_span(exchange, self._inner.with_call, args, kwargs)
@@ -286,7 +330,7 @@ class _UnaryCallable(_Callable):
         return response, call
 
     def future(self, *args: Any, **kwargs: Any) -> Any:
-        exchange = self._start(args, kwargs)
+        exchange, args, kwargs = self._start(args, kwargs)
         if exchange is None:
             return self._inner.future(*args, **kwargs)
         future = _under_span(exchange, self._inner.future, args, kwargs)
@@ -304,7 +348,7 @@ class _StreamCallable(_Callable):
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        exchange = self._start(args, kwargs)
+        exchange, args, kwargs = self._start(args, kwargs)
         if exchange is None:
             return self._inner(*args, **kwargs)
         call = _under_span(exchange, self._inner, args, kwargs)

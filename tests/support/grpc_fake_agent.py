@@ -12,7 +12,9 @@ for (``GetTask``) or the first word of the message text (``SendStreamingMessage`
 - ``hang``: waits until the agent stops (the client's deadline passes first);
 - ``abort``: the stream sends the task and ``working``, then aborts with ``INTERNAL``;
 - ``hold``: the stream sends the task, then waits until the client cancels or the agent stops;
-- ``flood``: the stream sends the task, then 2,000 ``working`` updates, each of another task.
+- ``flood``: the stream sends the task, then 2,000 ``working`` updates, each of another task;
+- ``echo``: a working Task (the stream: that task, then ``completed``) whose context id is
+  the ``authorization`` metadata the agent received (``none`` without one).
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ def _not_found(context: grpc.ServicerContext, task_id: str) -> None:
     context.abort(grpc.StatusCode.NOT_FOUND, message)
 
 
+def _echo(task_id: str, context: grpc.ServicerContext) -> a2a_pb2.Task:
+    received = dict(context.invocation_metadata())
+    task = _task(task_id, STATE.TASK_STATE_WORKING)
+    task.context_id = str(received.get("authorization", "none"))
+    return task
+
+
 class FakeAgent:
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -68,6 +77,8 @@ class FakeAgent:
         self._asked.add(request.id)
         if case == "hang":
             self.stop.wait(30)
+        if case == "echo":
+            return _echo(request.id, context)
         return _task(request.id, STATE.TASK_STATE_WORKING)
 
     def stream(
@@ -76,6 +87,10 @@ class FakeAgent:
         text = request.message.parts[0].text if request.message.parts else ""
         case = text.split(" ", 1)[0]
         task_id = "s-" + text.replace(" ", "-")
+        if case == "echo":
+            yield a2a_pb2.StreamResponse(task=_echo(task_id, context))
+            yield _update(task_id, STATE.TASK_STATE_COMPLETED)
+            return
         yield a2a_pb2.StreamResponse(task=_task(task_id, STATE.TASK_STATE_SUBMITTED))
         if case == "hold":
             cancelled = threading.Event()
