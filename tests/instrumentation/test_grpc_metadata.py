@@ -54,6 +54,23 @@ def _outcome(work: Callable[[], Any]) -> Any:
         return _failure(exc)
 
 
+def _sync_calls(get: Any, stream: Any, form: str, make: Callable[[], Any]) -> dict[str, Any]:
+    request = a2a_pb2.GetTaskRequest(id="echo-" + form)
+    return {
+        f"unary/{form}": _outcome(lambda: get(request, metadata=make()).context_id),
+        f"positional/{form}": _outcome(lambda: get(request, 5.0, make()).context_id),
+        f"with_call/{form}": _outcome(
+            lambda: get.with_call(request, metadata=make())[0].context_id
+        ),
+        f"future/{form}": _outcome(
+            lambda: get.future(request, metadata=make()).result().context_id
+        ),
+        f"stream/{form}": _outcome(
+            lambda: [m.task.context_id for m in stream(_request("echo " + form), metadata=make())]
+        ),
+    }
+
+
 def _sync(target: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     with grpc.insecure_channel(target) as channel:
@@ -68,20 +85,7 @@ def _sync(target: str) -> dict[str, Any]:
             response_deserializer=a2a_pb2.StreamResponse.FromString,
         )
         for form, make in FORMS.items():
-            request = a2a_pb2.GetTaskRequest(id="echo-" + form)
-            seen[f"unary/{form}"] = _outcome(lambda: get(request, metadata=make()).context_id)
-            seen[f"positional/{form}"] = _outcome(lambda: get(request, 5.0, make()).context_id)
-            seen[f"with_call/{form}"] = _outcome(
-                lambda: get.with_call(request, metadata=make())[0].context_id
-            )
-            seen[f"future/{form}"] = _outcome(
-                lambda: get.future(request, metadata=make()).result().context_id
-            )
-            seen[f"stream/{form}"] = _outcome(
-                lambda: [
-                    m.task.context_id for m in stream(_request("echo " + form), metadata=make())
-                ]
-            )
+            seen.update(_sync_calls(get, stream, form, make))
     return seen
 
 
