@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 
+from otel_a2a.locks import fork_safe
+
 SCOPE = "otel_a2a"
 
 # span attributes
@@ -85,6 +87,7 @@ class AgentLabels:
         self._seen: set[str] = set()
         self._addresses = 0
         self._lock = threading.Lock()
+        fork_safe(self, "_lock")
 
     def __call__(self, name: str, *, address: bool = False) -> str:
         if name in self._seen:

@@ -19,11 +19,13 @@ Layout, chosen for memory (see ``bench/bench_ledger.py``):
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from otel_a2a.locks import fork_safe
 from otel_a2a.protocol.states import StateClass, TaskState
 from otel_a2a.protocol.timestamps import parse_timestamp
 
@@ -46,6 +48,7 @@ class Kind:
 # ``Enum.__hash__`` in Python.
 _KINDS: dict[tuple[str, str, bool, str], Kind] = {}
 _KINDS_LOCK = threading.Lock()
+fork_safe(sys.modules[__name__], "_KINDS_LOCK")
 
 # Observations are recorded from a monotonic clock under one lock, so list order is time
 # order up to the delay between reading the clock and taking the lock. The stale scan stops
@@ -265,6 +268,7 @@ class TaskLedger:
         self.max_tasks = max_tasks
         self.evicted_total = 0
         self._lock = threading.Lock()
+        fork_safe(self, "_lock")
         self._index: dict[str, Observation] = {}
         self._terminal = _sentinel()
         self._live = _sentinel()

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from otel_a2a.locks import fork_safe
 from otel_a2a.protocol.card import valid_seconds
 from otel_a2a.protocol.classify import CARD_SUFFIXES
 from otel_a2a.protocol.grpc import channel_origin
@@ -101,6 +102,7 @@ class CardRegistry:
             if isinstance(key, str) and seconds is not None:
                 self._overrides[key.strip().lower()] = seconds
         self._lock = threading.Lock()
+        fork_safe(self, "_lock")
         self._agents: OrderedDict[str, _Agent] = OrderedDict()
         # origin -> {path prefix: agent}; read without the lock (single dict reads)
         self._routes: dict[str, dict[str, str]] = {}

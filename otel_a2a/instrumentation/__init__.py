@@ -64,6 +64,7 @@ from otel_a2a.instrumentation.providers import (
     shut_down_after_the_application,
 )
 from otel_a2a.instrumentation.runtime import Runtime
+from otel_a2a.locks import fork_safe
 from otel_a2a.package import _instruments
 
 __all__ = [
@@ -138,6 +139,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 # when the application imported it already, else by an import hook; not installed, nothing.
 _grpc_lock = threading.RLock()  # never held while importing: the hook takes it
 _grpc_state = {"active": False, "patched": False, "hooked": False}
+fork_safe(sys.modules[__name__], "_toggle_lock", "_grpc_lock")
 
 
 def _grpc_attach() -> None:

@@ -30,11 +30,23 @@ REENTRANT = "reentrant_call"  # error.type of a call met inside otel-a2a's own w
 # work (``leave`` runs in a ``finally``); a forked child starts with none (the threads that
 # were inside are not there).
 _busy: set[int] = set()
-os.register_at_fork(after_in_child=_busy.clear)
 _queue: SimpleQueue[Callable[[], object]] = SimpleQueue()
 # items the bound dropped, counted at the next drain (increments from several threads at
 # once may lose one: the count is a lower bound)
 _dropped = 0
+
+
+def _forked() -> None:
+    """A forked child starts with no work deferred: what the parent deferred ends the
+    parent's spans (the child would export them a second time), and the queue's own lock may
+    have been copied held."""
+    global _queue, _dropped
+    _busy.clear()
+    _queue = SimpleQueue()
+    _dropped = 0
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def defer(work: Callable[[], object]) -> None:

@@ -10,6 +10,7 @@ lock.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from otel_a2a import semconv as sc
 from otel_a2a.instrumentation import own_spans
 from otel_a2a.instrumentation.exchange import card_attributes
 from otel_a2a.instrumentation.runtime import Runtime
+from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import A2ARequest, Operation, ResponseFacts, StateClass, TaskReport
 from otel_a2a.protocol import grpc as wire
 from otel_a2a.protocol.card import extended_card
@@ -39,6 +41,7 @@ _DECISION_OPS = frozenset(
 _SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
 _DECISION_VALUES = frozenset(op.value for op in _DECISION_OPS)
 _end_lock = threading.Lock()  # ending is taken once; held for a test-and-set only
+fork_safe(sys.modules[__name__], "_end_lock")
 _MAX_STREAM_TASKS = 16  # as over HTTP: a stream is about one task, a few at most
 _OK = 0
 

@@ -23,12 +23,14 @@ from wrapt import register_post_import_hook
 
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.httpx_client import Library, library
+from otel_a2a.locks import fork_safe
 from otel_a2a.package import _instruments_httpx2
 
 _log = logging.getLogger("otel_a2a")
 NAMES = ("httpx", "httpx2")
 # never held while importing: an import hook takes it in the importing thread
 _lock = threading.RLock()
+fork_safe(sys.modules[__name__], "_lock")
 _wrapped: list[Library] = []
 _hooked: set[str] = set()  # names whose import hook is registered (wrapt runs a hook once)
 _active = False

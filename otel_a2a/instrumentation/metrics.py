@@ -14,6 +14,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observa
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector
 from otel_a2a.instrumentation import collection
+from otel_a2a.locks import fork_safe
 from otel_a2a.version import __version__
 
 
@@ -28,6 +29,7 @@ class Tally:
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
+        fork_safe(self, "_lock")
 
     def add(self, label: str) -> None:
         with self._lock:

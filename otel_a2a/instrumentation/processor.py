@@ -9,6 +9,7 @@ spans that carry a task state into observations.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import weakref
@@ -24,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_a2a import semconv as sc
 from otel_a2a.detect import assumes_live
 from otel_a2a.instrumentation import collection, own_spans, runtime
+from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import (
     MAX_ID_LEN,
     Binding,
@@ -92,6 +94,7 @@ _judged: dict[str, weakref.WeakSet[ReadableSpan]] = {
 # re-entrant: adding to a set may run the garbage collector, which may finalise a generator
 # suspended inside a span and so end that span here, in this very thread
 _judged_lock = threading.RLock()
+fork_safe(sys.modules[__name__], "_judged_lock")
 
 
 def _first_sight(hook: str, span: ReadableSpan) -> bool:

@@ -19,6 +19,7 @@ import atexit
 import functools
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,9 +30,11 @@ from opentelemetry._logs import get_logger_provider
 
 from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+from otel_a2a.locks import fork_safe
 
 _log = logging.getLogger("otel_a2a")
 _lock = threading.Lock()
+fork_safe(sys.modules[__name__], "_lock")
 _MARK = "_otel_a2a_processor"
 # what ``opentelemetry-distro`` sets before ``opentelemetry-instrument`` configures the SDK
 _DISTRO_DEFAULTS = {
@@ -187,6 +190,7 @@ class _OneRetryWarning(logging.Filter):
         super().__init__()
         self._warned: set[tuple[str, str]] = set()  # (logger, endpoint): a few exporters'
         self._lock = threading.Lock()
+        fork_safe(self, "_lock")
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.msg

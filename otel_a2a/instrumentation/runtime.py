@@ -23,6 +23,7 @@ from otel_a2a.detect import CardUpdate, Detector, Verdict
 from otel_a2a.detect.ledger import Ledger
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics, activate
+from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import CardInfo, TaskReport
 from otel_a2a.version import __version__
 
@@ -91,6 +92,7 @@ class Runtime:
         # (OTEL_A2A_ENABLED); "attach": add the span processor once a provider exists.
         self.setup_pending: str | None = None
         self.setup_lock = threading.Lock()
+        fork_safe(self, "setup_lock")
         self._peers: dict[str, Peer] = {}
         # a new value at every card fetch (``next`` on a count is atomic): a peer resolved
         # under an older one may be stale (another etag, heartbeat, name or route)
