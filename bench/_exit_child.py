@@ -1,6 +1,6 @@
 """The process ``bench_exit`` times: started with ``OTEL_A2A_ENABLED=true``, it makes one A2A
 follow-up on a task it never saw (a ``no_observation`` divergence, hence one
-``a2a.divergence`` log record), prints ``DONE`` and exits."""
+``otel_a2a.divergence`` log record), prints ``DONE`` and exits."""
 
 from __future__ import annotations
 

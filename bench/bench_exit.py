@@ -2,7 +2,7 @@
 listens (target: 1 s after its last line).
 
 The child (``_exit_child.py``) exports traces and metrics to the console and leaves logs at the
-OTLP default, pointed at a loopback port nobody listens on; its one ``a2a.divergence`` log
+OTLP default, pointed at a loopback port nobody listens on; its one ``otel_a2a.divergence`` log
 record then meets the exporter's retry schedule (about 7 s) at exit. The figure is the time
 from the child's last line (``DONE``) to its exit, median of ``RUNS``; the same with logs off
 is the floor every exit pays (interpreter teardown, the final metric export). A third run sends

@@ -1,6 +1,6 @@
 """How soon the seeded incident is detected (docs/architecture.md): the demo's timing promise.
 
-The seeded incident asks that ``a2a.tasks.stale`` rise within one heartbeat of the restart
+The seeded incident asks that ``otel_a2a.task.stale`` rise within one heartbeat of the restart
 (plus one metric export interval, which is when a reader can first see it) and that the
 orchestrator's first decision after the restart diverge, long before the uninstrumented
 baseline learns anything at its own timeout. The end-to-end tests check *that* these happen;
@@ -42,7 +42,7 @@ def run() -> list[Row]:
     limit = TIMINGS.heartbeat + TIMINGS.export_interval
     rows = [
         check(
-            f"incident: a2a_tasks_stale > 0 after the restart, median of {RUNS} (s)",
+            f"incident: otel_a2a_task_stale > 0 after the restart, median of {RUNS} (s)",
             median(stale) if len(stale) == RUNS else float("inf"),
             ".2f",
             limit,

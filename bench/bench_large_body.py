@@ -144,13 +144,13 @@ def _sse_bomb_rows(
 
 
 def _errors(reader: InMemoryMetricReader, error_type: str) -> float:
-    """The ``a2a.instrumentation.errors`` counted so far with this ``error.type``."""
+    """The ``otel_a2a.instrumentation.errors`` counted so far with this ``error.type``."""
     data = reader.get_metrics_data()
     total = 0.0
     for rm in data.resource_metrics if data else ():
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
-                if metric.name != "a2a.instrumentation.errors":
+                if metric.name != "otel_a2a.instrumentation.errors":
                     continue
                 for point in metric.data.data_points:
                     if (point.attributes or {}).get("error.type") == error_type:

@@ -62,7 +62,7 @@ def divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
     for span in spans:
         attrs = span.get("attributes") or {}
         for event in span.get("events") or []:
-            if event.get("name") != "a2a.divergence":
+            if event.get("name") != "otel_a2a.divergence":
                 continue
             ev_attrs = event.get("attributes") or {}
             found.append(
@@ -70,9 +70,9 @@ def divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
                     t=parse_timestamp(event.get("timestamp"))
                     or parse_timestamp(span.get("start_time"))
                     or 0.0,
-                    reason=str(ev_attrs.get("a2a.divergence.reason", "?")),
+                    reason=str(ev_attrs.get("otel_a2a.divergence.reason", "?")),
                     span=str(span.get("name", "?")),
-                    operation=str(attrs.get("a2a.operation", span.get("name", "?"))),
+                    operation=str(attrs.get("a2a.method.name", span.get("name", "?"))),
                     attributes=dict(ev_attrs),
                     span_attributes=dict(attrs),
                 )
@@ -142,7 +142,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             before = result.stale_before
             checks.append(
                 Check(
-                    "a2a_tasks_stale 0 before the restart, > 0 after it",
+                    "otel_a2a_task_stale 0 before the restart, > 0 after it",
                     before == 0 and result.stale_at is not None,
                     f"before: {'not scraped' if before is None else f'{before:g}'}; after: "
                     + ("never seen" if result.stale_at is None else "> 0"),
@@ -154,7 +154,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             )
             checks.append(
                 Check(
-                    "a2a_tasks_stale > 0 within heartbeat + export interval",
+                    "otel_a2a_task_stale > 0 within heartbeat + export interval",
                     delay is not None and delay <= limit,
                     "never seen"
                     if delay is None
@@ -182,7 +182,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             d
             for d in result.divergences
             if d.reason == "non_canonical_state"
-            and not str(d.span_attributes.get("a2a.task.state.raw", "TASK_STATE_")).startswith(
+            and not str(d.span_attributes.get("otel_a2a.task.state.raw", "TASK_STATE_")).startswith(
                 "TASK_STATE_"
             )
         ]
@@ -190,8 +190,8 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             Check(
                 "non_canonical_state on the observation that carried it",
                 bool(carried),
-                f"on '{carried[0].span}' (a2a.task.state.raw="
-                f"{carried[0].span_attributes.get('a2a.task.state.raw')!r})"
+                f"on '{carried[0].span}' (otel_a2a.task.state.raw="
+                f"{carried[0].span_attributes.get('otel_a2a.task.state.raw')!r})"
                 if carried
                 else f"reasons seen: {result.reasons()}",
             )
@@ -201,33 +201,33 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             result.baseline_at = _first_learned(result, 0.0)
 
     if variant == "healthy":
-        counted = result.metric("a2a_divergence_total")
+        counted = result.metric("otel_a2a_divergence_total")
         checks.append(
             Check(
                 "zero divergences (no false positive)",
                 not result.divergences and counted == 0,
                 f"{len(result.divergences)} span events {result.reasons()}, "
-                f"a2a_divergence_total = {counted:g}",
+                f"otel_a2a_divergence_total = {counted:g}",
             )
         )
         authoritative = result.metric(
-            "a2a_liveness_decisions_total", a2a_decision_outcome="authoritative"
+            "otel_a2a_liveness_decisions_total", a2a_decision_outcome="authoritative"
         )
         decisions = result.decisions()
         checks.append(
             Check(
                 "liveness decisions judged authoritative",
                 authoritative > 0 and len(decisions) > 0,
-                f"{len(decisions)} decision spans, a2a_liveness_decisions_total"
+                f"{len(decisions)} decision spans, otel_a2a_liveness_decisions_total"
                 f"{{outcome=authoritative}} = {authoritative:g}",
             )
         )
-        redundant = result.metric("a2a_task_get_redundant_total")
+        redundant = result.metric("otel_a2a_task_get_redundant_total")
         checks.append(
             Check(
-                "over-polling counted in a2a_task_get_redundant_total",
+                "over-polling counted in otel_a2a_task_get_redundant_total",
                 redundant > 0,
-                f"a2a_task_get_redundant_total = {redundant:g}",
+                f"otel_a2a_task_get_redundant_total = {redundant:g}",
             )
         )
     return checks

@@ -123,7 +123,7 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Decision:
-    """A liveness decision span of the orchestrator (``a2a.liveness.decision=true``)."""
+    """A liveness decision span of the orchestrator (``otel_a2a.liveness.decision=true``)."""
 
     t: float  # its start, wall clock
     name: str
@@ -162,7 +162,7 @@ class ScenarioResult:
     metrics_url: str = ""
     restart_at: float | None = None
     restarted_at: float | None = None
-    stale_before: float | None = None  # a2a_tasks_stale just before the restart
+    stale_before: float | None = None  # otel_a2a_task_stale just before the restart
     stale_at: float | None = None
     detected_at: float | None = None
     baseline_at: float | None = None
@@ -189,14 +189,14 @@ class ScenarioResult:
 
 
 def _is_decision(span: Mapping[str, Any]) -> bool:
-    return (span.get("attributes") or {}).get("a2a.liveness.decision") is True
+    return (span.get("attributes") or {}).get("otel_a2a.liveness.decision") is True
 
 
 def _decision(span: Mapping[str, Any]) -> Decision:
     reasons = tuple(
-        str((e.get("attributes") or {}).get("a2a.divergence.reason"))
+        str((e.get("attributes") or {}).get("otel_a2a.divergence.reason"))
         for e in span.get("events") or []
-        if e.get("name") == "a2a.divergence"
+        if e.get("name") == "otel_a2a.divergence"
     )
     t = parse_timestamp(span.get("start_time")) or 0.0
     return Decision(t, str(span.get("name")), reasons)

@@ -14,8 +14,8 @@ environment (the interpreter-start hook), which is the point of the demo. What i
 3. every ``--tick`` seconds takes one liveness decision, like a real orchestrator:
    tick ``--follow-up-tick`` sends a follow-up message to the task, tick ``--cancel-tick``
    cancels it, every other tick *waits on it*, which it marks as an explicit decision with the
-   plain OpenTelemetry API (a span that starts with ``a2a.liveness.decision=true``,
-   ``a2a.task.id`` and ``a2a.agent.url``); ``--over-poll`` adds a ``GetTask`` every
+   plain OpenTelemetry API (a span that starts with ``otel_a2a.liveness.decision=true``,
+   ``a2a.task.id`` and ``otel_a2a.agent.url``); ``--over-poll`` adds a ``GetTask`` every
    ``--poll-interval`` s even while the stream is healthy;
 4. gives up after ``--timeout`` seconds, its own uninstrumented baseline: only then does it
    check the task (``GetTask``) and cancel it if it still looks live.
@@ -292,10 +292,10 @@ class Orchestrator:
     def wait_decision(self) -> None:
         """Waiting on the task assumes it is live: say so with the plain OpenTelemetry API."""
         attributes: dict[str, str | bool] = {
-            "a2a.liveness.decision": True,
+            "otel_a2a.liveness.decision": True,
             "a2a.task.id": self.task_id,
-            "a2a.agent.url": self.agent_url,
-            "a2a.decision.assumed_state": "working",
+            "otel_a2a.agent.url": self.agent_url,
+            "otel_a2a.decision.assumed_state": "working",
         }
         with self.tracer.start_as_current_span("orchestrator wait_on_task", attributes=attributes):
             self.tl.step("wait", self.belief, "keep waiting on the task (assume it is live)")

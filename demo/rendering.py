@@ -13,19 +13,21 @@ from demo.model import Divergence, ScenarioResult
 def describe(d: Divergence) -> str:
     """The timeline's line for one divergence: its reason and what it rests on."""
     a = d.attributes
-    text = f"a2a.divergence {d.reason} on span '{d.span}'"
+    text = f"otel_a2a.divergence {d.reason} on span '{d.span}'"
     if d.reason == "heartbeat_gap":
         text += (
             f" (last observation {a.get('a2a.task.state')}, "
-            f"{float(a.get('a2a.observation.age', 0)):.2f} s old > heartbeat "
-            f"{float(a.get('a2a.card.heartbeat_interval', 0)):g} s)"
+            f"{float(a.get('otel_a2a.observation.age', 0)):.2f} s old > heartbeat "
+            f"{float(a.get('otel_a2a.card.heartbeat_interval', 0)):g} s)"
         )
     elif d.reason == "terminal_state":
         text += f" (last authoritative observation: {a.get('a2a.task.state')})"
     elif d.reason == "etag_changed":
-        text += f" (card etag {a.get('a2a.card.etag.observed')} -> {a.get('a2a.card.etag')})"
+        text += (
+            f" (card etag {a.get('otel_a2a.card.etag.observed')} -> {a.get('otel_a2a.card.etag')})"
+        )
     elif d.reason == "non_canonical_state":
-        raw = d.span_attributes.get("a2a.task.state.raw")
+        raw = d.span_attributes.get("otel_a2a.task.state.raw")
         text += f" (wire spelling {raw!r} accepted as {d.span_attributes.get('a2a.task.state')})"
     elif d.reason == "task_lost":
         text += " (the worker answered TaskNotFound for a task observed working)"
@@ -83,7 +85,7 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
         count = sum(1 for x in result.divergences if x.reason == reason)
         rows.append(("otel-a2a", f"{reason} x{count} ({d.operation})", f"first at {rel(d.t):.2f}"))
     if result.stale_at is not None:
-        rows.append(("otel-a2a", "a2a_tasks_stale > 0", f"at {rel(result.stale_at):.2f}"))
+        rows.append(("otel-a2a", "otel_a2a_task_stale > 0", f"at {rel(result.stale_at):.2f}"))
     if not result.divergences:
         rows.append(("otel-a2a", "no divergence", "-"))
     width = max(len(r[1]) for r in rows) if rows else 10
@@ -103,13 +105,13 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
         line(f"Time to detection after {what}: otel-a2a {det}; uninstrumented baseline {base}")
         line("  (the baseline learns only from a response that says so, or at its own timeout)")
         line()
-    redundant = result.metric("a2a_task_get_redundant_total")
-    decisions = result.metric("a2a_liveness_decisions_total")
-    divergences = result.metric("a2a_divergence_total")
+    redundant = result.metric("otel_a2a_task_get_redundant_total")
+    decisions = result.metric("otel_a2a_liveness_decisions_total")
+    divergences = result.metric("otel_a2a_divergence_total")
     line(
-        f"Metrics at the end: a2a_divergence_total={divergences:g} "
-        f"a2a_liveness_decisions_total={decisions:g} a2a_task_get_redundant_total={redundant:g} "
-        f"a2a_tasks_stale={result.metric('a2a_tasks_stale'):g}"
+        f"Metrics at the end: otel_a2a_divergence_total={divergences:g} "
+        f"otel_a2a_liveness_decisions_total={decisions:g} otel_a2a_task_get_redundant_total={redundant:g} "
+        f"otel_a2a_task_stale={result.metric('otel_a2a_task_stale'):g}"
     )
     line()
     line("Checks")
@@ -119,7 +121,7 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
     line("Where to look")
     line(
         f"  spans:   console (the orchestrator's stdout; {len(result.spans)} spans, "
-        "events named a2a.divergence)"
+        "events named otel_a2a.divergence)"
         + (f"; also OTLP to {result.otlp_endpoint}" if result.otlp_endpoint else "")
     )
     line(f"  metrics: {result.metrics_url} (Prometheus, served by the orchestrator while it ran)")

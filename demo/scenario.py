@@ -255,7 +255,7 @@ class _Run:
                 if trigger and cfg.variant in RESTARTING and self.restart_thread is None:
                     before = scrape(self.result.metrics_url, timeout=1.0)
                     if before is not None:
-                        self.result.stale_before = total(before, "a2a_tasks_stale")
+                        self.result.stale_before = total(before, "otel_a2a_task_stale")
                     self._start_restart(restart_error)
                     stale_deadline = time.monotonic() + t.heartbeat + t.export_interval + 5.0
             if stale_deadline is not None and self.result.stale_at is None:
@@ -263,11 +263,11 @@ class _Run:
                 if now >= next_scrape and now <= stale_deadline:
                     next_scrape = now + 0.2
                     samples = scrape(self.result.metrics_url, timeout=1.0)
-                    if samples is not None and total(samples, "a2a_tasks_stale") > 0:
+                    if samples is not None and total(samples, "otel_a2a_task_stale") > 0:
                         self.result.stale_at = time.time()
                         self.say(
                             "otel-a2a",
-                            f"a2a_tasks_stale = {total(samples, 'a2a_tasks_stale'):g} "
+                            f"otel_a2a_task_stale = {total(samples, 'otel_a2a_task_stale'):g} "
                             f"(Prometheus {self.result.metrics_url})",
                         )
             if restart_error:

@@ -178,7 +178,7 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Receive OTLP/HTTP traces (POST /v1/traces, application/x-protobuf or "
             "application/json) from instrumented processes or a collector, print "
             "cross_runtime_conflict and renormalized_state findings as they happen and count "
-            "them on the a2a.divergence metric (Prometheus, with --metrics-port). Stops "
+            "them on the otel_a2a.divergence metric (Prometheus, with --metrics-port). Stops "
             "cleanly on SIGINT/SIGTERM."
         ),
     )

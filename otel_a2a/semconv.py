@@ -12,61 +12,84 @@ import threading
 from otel_a2a.locks import fork_safe
 
 SCOPE = "otel_a2a"
+# the OpenTelemetry semantic-conventions release whose names the tracer, meter and logger use
+# (rpc.system.name, rpc.response.status_code, server.*, error.type; the A2A convention links it)
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 
-# span attributes
-RPC_SYSTEM = "rpc.system"
-RPC_METHOD = "rpc.method"
-OPERATION = "a2a.operation"
+# Span attributes. OpenTelemetry's A2A convention (semantic-conventions-genai, docs/gen-ai/a2a.md)
+# owns ``a2a.*`` and the ``gen_ai.*`` it uses; otel-a2a's own names live under ``otel_a2a.``.
+OPERATION = "a2a.method.name"
 PROTOCOL_VERSION = "a2a.protocol.version"
-BINDING = "a2a.binding"
-JSONRPC_METHOD = "a2a.jsonrpc.method"
-AGENT_NAME = "a2a.agent.name"
-AGENT_URL = "a2a.agent.url"
-CARD_ETAG = "a2a.card.etag"
-CARD_ETAG_OBSERVED = "a2a.card.etag.observed"
-CARD_ETAG_CHANGED = "a2a.card.etag.changed"
-CARD_VERSION = "a2a.card.version"
-CARD_HEARTBEAT = "a2a.card.heartbeat_interval"
-CARD_STREAMING = "a2a.card.streaming"
+TENANT = "a2a.tenant"
+MESSAGE_ID = "a2a.message.id"
+MESSAGE_REFERENCE_TASK_IDS = "a2a.message.reference_task_ids"
 TASK_ID = "a2a.task.id"
-TASK_ID_REQUESTED = "a2a.task.id.requested"
-CONTEXT_ID = "a2a.context.id"
 TASK_STATE = "a2a.task.state"
-TASK_STATE_RAW = "a2a.task.state.raw"
-TASK_STATE_CLASS = "a2a.task.state.class"
-AUTHORITATIVE = "a2a.observation.authoritative"
-OBSERVATION_AGE = "a2a.observation.age"
-LIVENESS_DECISION = "a2a.liveness.decision"
-ASSUMED_STATE = "a2a.decision.assumed_state"
-DECISION_OUTCOME = "a2a.decision.outcome"
-DIVERGENCE_REASON = "a2a.divergence.reason"
+CONTEXT_ID = "gen_ai.conversation.id"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_VERSION = "gen_ai.agent.version"
+AGENT_DESCRIPTION = "gen_ai.agent.description"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 ERROR_TYPE_OTHER = "_OTHER"  # OpenTelemetry's value for an error of no known class
 HTTP_STATUS_CODE = "http.response.status_code"
-JSONRPC_ERROR_CODE = "rpc.jsonrpc.error_code"
-RPC_GRPC_STATUS_CODE = "rpc.grpc.status_code"
+RPC_SYSTEM = "rpc.system.name"
+RPC_METHOD = "rpc.method"
+RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+# otel-a2a's own
+BINDING = "otel_a2a.binding"
+JSONRPC_METHOD = "otel_a2a.jsonrpc.method"
+AGENT_URL = "otel_a2a.agent.url"
+AGENT_LABEL = "otel_a2a.agent.name"  # metrics and log records: the card's name, else the address
+CARD_ETAG = "otel_a2a.card.etag"
+CARD_ETAG_OBSERVED = "otel_a2a.card.etag.observed"
+CARD_ETAG_CHANGED = "otel_a2a.card.etag.changed"
+CARD_HEARTBEAT = "otel_a2a.card.heartbeat_interval"
+CARD_STREAMING = "otel_a2a.card.streaming"
+TASK_ID_REQUESTED = "otel_a2a.task.id.requested"
+TASK_STATE_RAW = "otel_a2a.task.state.raw"
+TASK_STATE_CLASS = "otel_a2a.task.state.class"
+AUTHORITATIVE = "otel_a2a.observation.authoritative"
+OBSERVATION_AGE = "otel_a2a.observation.age"
+LIVENESS_DECISION = "otel_a2a.liveness.decision"
+ASSUMED_STATE = "otel_a2a.decision.assumed_state"
+DECISION_OUTCOME = "otel_a2a.decision.outcome"
+DIVERGENCE_REASON = "otel_a2a.divergence.reason"
+ERROR_REASON = "otel_a2a.error.reason"
 
-# ``a2a.operation`` beyond the A2A operation names: an explicit decision (``liveness_decision``
-# or a span marked ``a2a.liveness.decision``), and a foreign span that names no operation
+# the value of ``rpc.system.name`` on otel-a2a's spans (a value of its own: none of the
+# convention's well-known ones names A2A)
+RPC_SYSTEM_A2A = "a2a"
+
+# ``a2a.method.name`` beyond the A2A method names (metrics and log records only): an explicit
+# decision, and a foreign span that names no method
 OP_DECISION = "liveness_decision"
 OP_UNKNOWN = "unknown"
 
 # events
-EVENT_DIVERGENCE = "a2a.divergence"
-EVENT_TASK_STATUS = "a2a.task.status"
-EVENT_STREAM_ABNORMAL_END = "a2a.stream.abnormal_end"
-EVENT_TASK_SWAPPED = "a2a.task.swapped"
+EVENT_DIVERGENCE = "otel_a2a.divergence"
+EVENT_TASK_STATUS = "otel_a2a.task.status"
+EVENT_STREAM_ABNORMAL_END = "otel_a2a.stream.abnormal_end"
+EVENT_TASK_SWAPPED = "otel_a2a.task.swapped"
 
-# metrics
-M_DIVERGENCE = "a2a.divergence"
-M_DECISIONS = "a2a.liveness.decisions"
-M_OBSERVATION_AGE = "a2a.observation.age"
-M_ETAG_CHANGES = "a2a.card.etag.changes"
-M_GET_REDUNDANT = "a2a.task.get.redundant"
-M_TRACKED = "a2a.tasks.tracked"
-M_STALE = "a2a.tasks.stale"
-M_EVICTED = "a2a.tasks.evicted"
-M_ERRORS = "a2a.instrumentation.errors"
+# metrics (OpenTelemetry's naming rules: units, singular namespaces, no ``_total``)
+M_DIVERGENCE = "otel_a2a.divergence"
+M_DECISIONS = "otel_a2a.liveness.decisions"
+M_OBSERVATION_AGE = "otel_a2a.observation.age"
+M_ETAG_CHANGES = "otel_a2a.card.etag.changes"
+M_GET_REDUNDANT = "otel_a2a.task.get.redundant"
+M_TRACKED = "otel_a2a.task.tracked"
+M_STALE = "otel_a2a.task.stale"
+M_EVICTED = "otel_a2a.task.evicted"
+M_ERRORS = "otel_a2a.instrumentation.errors"
+
+
+def span_name(method: str) -> str:
+    """The name of otel-a2a's span for one A2A method (or ``OP_DECISION``): the convention's
+    ``{a2a.method.name}``, so ``GetTask``, whatever the binding or protocol version."""
+    return method
+
 
 # seconds; the SDK default buckets are milliseconds-scale and would skew every quantile
 AGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -75,7 +98,7 @@ OTHER = "_OTHER"
 
 
 class AgentLabels:
-    """Caps ``a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``.
+    """Caps ``otel_a2a.agent.name`` at 100 distinct values; later ones become ``_OTHER``.
 
     Names that are only an address (an agent whose card this process never fetched, named by
     its origin) may take half of the slots at most: any 50 hosts the application happens to

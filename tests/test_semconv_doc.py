@@ -103,7 +103,7 @@ def test_every_event_is_documented_and_every_documented_event_exists() -> None:
 
 def test_every_attribute_is_documented_and_every_documented_attribute_exists() -> None:
     span = _once(names("Span attributes"))
-    event = _once(names("a2a.divergence event attributes"))
+    event = _once(names("otel_a2a.divergence event attributes"))
     on_events = set(names("Events", 2))
     on_metrics = set(names("Metrics", 3))
     assert span | event | on_events | on_metrics == ATTRIBUTES
@@ -129,20 +129,22 @@ def test_values_the_code_uses_are_documented() -> None:
 
 def test_operation_values_match_the_enum() -> None:
     expected = {op.value for op in Operation} | {sc.OP_DECISION, sc.OP_UNKNOWN}
-    assert _once(names("a2a.operation")) == expected
+    assert _once(names("a2a.method.name")) == expected
 
 
 def test_reason_values_match_the_enum() -> None:
-    assert _once(names("a2a.divergence.reason")) == {r.value for r in DivergenceReason}
+    assert _once(names("otel_a2a.divergence.reason")) == {r.value for r in DivergenceReason}
 
 
 def test_state_values_and_their_classes_match_the_enums() -> None:
     table = {
-        TICKED.findall(c[0])[0]: c[1] for c in rows("a2a.task.state and a2a.decision.assumed_state")
+        TICKED.findall(c[0])[0]: c[1]
+        for c in rows("a2a.task.state and otel_a2a.decision.assumed_state")
     }
     assert table == {s.value: s.state_class.value for s in TaskState}
     classes = {
-        TICKED.findall(c[0])[0]: set(TICKED.findall(c[1])) for c in rows("a2a.task.state.class")
+        TICKED.findall(c[0])[0]: set(TICKED.findall(c[1]))
+        for c in rows("otel_a2a.task.state.class")
     }
     assert classes == {
         cls.value: {s.value for s in TaskState if s.state_class is cls} for cls in StateClass
@@ -150,7 +152,7 @@ def test_state_values_and_their_classes_match_the_enums() -> None:
 
 
 def _counted_error_types() -> Iterator[str]:
-    """What the package counts on ``a2a.instrumentation.errors``: the first argument of
+    """What the package counts on ``otel_a2a.instrumentation.errors``: the first argument of
     ``….error(…)`` (``Runtime.error``; loggers left out) or of ``_count(…)``, and the argument
     after ``….error`` in ``functools.partial(….error, …)`` (a deferred count), each a string
     literal or a module-level string constant of the package."""
@@ -192,7 +194,7 @@ def _counted_error_types() -> Iterator[str]:
 
 
 def test_error_type_values_match_what_the_package_counts() -> None:
-    documented = _once(names("error.type on a2a.instrumentation.errors"))
+    documented = _once(names("error.type on otel_a2a.instrumentation.errors"))
     assert documented == set(_counted_error_types())
 
 

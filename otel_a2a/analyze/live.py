@@ -3,7 +3,7 @@
 An OTLP/HTTP export body (``application/json``, OTLP JSON, or ``application/x-protobuf``,
 an ``ExportTraceServiceRequest`` turned into the same JSON form with ``MessageToDict``; gzip
 allowed) is inflated within a bound, decoded and fed to the :class:`Correlator`. Findings go
-to a callback and are counted on ``a2a.divergence`` (reason, operation, agent name) of a
+to a callback and are counted on ``otel_a2a.divergence`` (reason, operation, agent name) of a
 private SDK meter provider, served for Prometheus when a metrics port is given. The HTTP side
 is :mod:`otel_a2a.analyze.receiver`.
 """
@@ -25,7 +25,7 @@ from otel_a2a.protocol import Operation
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a.detector")
-# ``a2a.operation`` values the detector's metric may carry; anything else is ``_OTHER``
+# ``a2a.method.name`` values the detector's metric may carry; anything else is ``_OTHER``
 _OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_UNKNOWN})
 JSON = "application/json"
 PROTOBUF = "application/x-protobuf"
@@ -132,7 +132,9 @@ class LiveAnalyzer:
             self._metrics_server = server
             self.metrics_port = int(server.server_port)
         self._provider = MeterProvider(metric_readers=readers)
-        self._counter = self._provider.get_meter(sc.SCOPE, __version__).create_counter(
+        self._counter = self._provider.get_meter(
+            sc.SCOPE, __version__, schema_url=sc.SCHEMA_URL
+        ).create_counter(
             sc.M_DIVERGENCE,
             unit="{divergence}",
             description="Divergent liveness decisions and observations, by reason",
@@ -156,7 +158,7 @@ class LiveAnalyzer:
                 if operation:  # from foreign spans: capped like agent names
                     attrs[sc.OPERATION] = operation if operation in _OPERATIONS else sc.OTHER
                 if b.agent_name:
-                    attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
+                    attrs[sc.AGENT_LABEL] = self._labels(b.agent_name)
                 self._counter.add(1, attrs)
         if report:
             self.report(findings)

@@ -21,7 +21,7 @@ class Belief(NamedTuple):
     """``service`` held ``state`` (spelled ``raw`` on the wire) for ``task_id`` in [start, end].
 
     ``start_ns``/``end_ns`` are Unix nanoseconds. A span without per-status events yields one
-    belief over the span's lifetime; a stream span yields one belief per ``a2a.task.status``
+    belief over the span's lifetime; a stream span yields one belief per ``otel_a2a.task.status``
     event, from the event until the next one (``superseded`` is then True: the service itself
     moved on to a newer state at ``end_ns``) or until the span ended.
     """

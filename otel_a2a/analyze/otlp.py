@@ -2,10 +2,10 @@
 
 Reads what the collector's file exporter writes (one request per line, ids in hex, 64-bit
 integers as strings) and what ``google.protobuf.json_format.MessageToDict`` makes of the
-protobuf form (ids in base64). Spans without ``a2a.task.id`` and a task state (or the A2A
-Java SDK extras' ``gen_ai.agent.a2a.task_id`` and ``gen_ai.agent.a2a.status``) are not A2A
-observations and yield no belief, but every span's parent link is kept so chains can be
-followed across server spans. Nothing here raises on bad input: a malformed span is counted
+protobuf form (ids in base64). Attributes are read in any dialect ``dialects`` knows (the
+OpenTelemetry A2A convention, otel-a2a's previous names, the A2A Java SDK extras, Kong,
+agentgateway). Spans without a task id and a task state are not A2A observations and yield no
+belief, but every span's parent link is kept so chains can be followed across server spans. Nothing here raises on bad input: a malformed span is counted
 in ``Batch.errors`` and skipped.
 """
 
@@ -18,19 +18,14 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from otel_a2a import semconv as sc
+from otel_a2a.analyze import dialects
 from otel_a2a.analyze.model import Batch, Belief, SpanLink
-from otel_a2a.protocol.states import TaskState, normalize_task_state
+from otel_a2a.protocol.states import TaskState
 
 SERVICE_NAME = "service.name"
 UNKNOWN_SERVICE = "unknown_service"
 SERVICE_INSTANCE_ID = "service.instance.id"
 _INSTANCE_CHARS = 36  # a UUID; longer ids are cut (they only tell processes apart)
-
-# The A2A Java SDK's OpenTelemetry extras name the task of a span (and define a status)
-# under their own prefix: a span of theirs with both is that service's belief, as one of ours.
-JAVA_TASK_ID = "gen_ai.agent.a2a.task_id"
-JAVA_STATUS = "gen_ai.agent.a2a.status"
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _MAX_TEXT = 256  # ids, names and spellings are short; never hold a huge attribute value
@@ -112,26 +107,8 @@ def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-_BELIEF_EVENTS = (sc.EVENT_TASK_STATUS, sc.EVENT_TASK_SWAPPED)
-
-
-def _state(attrs: Mapping[str, object]) -> tuple[TaskState, str] | None:
-    """Canonical state and wire spelling; the spelling is the canonical one if not recorded.
-    Without ours, the Java SDK extras' status (a wire spelling)."""
-    raw = attrs.get(sc.TASK_STATE_RAW)
-    canonical = attrs.get(sc.TASK_STATE)
-    if isinstance(raw, str) and raw:
-        return normalize_task_state(raw), raw[:_MAX_TEXT]
-    if isinstance(canonical, str) and canonical:
-        return normalize_task_state(canonical), canonical[:_MAX_TEXT]
-    java = attrs.get(JAVA_STATUS)
-    if isinstance(java, str) and java:
-        return normalize_task_state(java), java[:_MAX_TEXT]
-    return None
-
-
 def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
-    attrs = attributes(span.get("attributes"))
+    reading = dialects.read(attributes(span.get("attributes")))
     start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
     if start is None:
         raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
@@ -141,28 +118,27 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
         task_id="",
         state=TaskState.UNKNOWN,
         raw="",
-        authoritative=attrs.get(sc.AUTHORITATIVE) is True,
+        authoritative=reading.authoritative,
         start_ns=start,
         end_ns=end,
         span_name=_text(span.get("name")),
         span_id=normalize_id(span.get("spanId"), 8),
         trace_id=normalize_id(span.get("traceId"), 16),
         parent_span_id=normalize_id(span.get("parentSpanId"), 8),
-        operation=_text(attrs.get(sc.OPERATION)),
-        agent_name=_text(attrs.get(sc.AGENT_NAME)),
+        operation=reading.operation,
+        agent_name=reading.agent_name,
     )
     beliefs: list[Belief] = []
-    # stream spans: one belief per a2a.task.status event, until the next one for that task;
-    # a2a.task.swapped names the other task a reply carried (the span keeps the one named)
+    # stream spans: one belief per status event, until the next one for that task; a swapped
+    # event names the other task a reply carried (the span keeps the one named)
     per_task: dict[str, list[tuple[int, TaskState, str]]] = {}
     for event in _list(span.get("events")):
-        if not isinstance(event, Mapping) or event.get("name") not in _BELIEF_EVENTS:
+        if not isinstance(event, Mapping) or event.get("name") not in dialects.BELIEF_EVENTS:
             continue
-        event_attrs = attributes(event.get("attributes"))
-        event_task, reading = _text(event_attrs.get(sc.TASK_ID)), _state(event_attrs)
+        said = dialects.read(attributes(event.get("attributes")))
         when = _nanos(event.get("timeUnixNano"))
-        if event_task and reading is not None and when is not None:
-            per_task.setdefault(event_task, []).append((min(max(when, start), end), *reading))
+        if said.task_id and said.state is not None and when is not None:
+            per_task.setdefault(said.task_id, []).append((min(max(when, start), end), *said.state))
     for event_task, events in per_task.items():
         events.sort(key=lambda e: e[0])
         # a frame restating the state it follows (a heartbeat frame) confirms the belief,
@@ -181,7 +157,7 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
                     superseded=not last,
                 )
             )
-    task_id, state = _text(attrs.get(sc.TASK_ID) or attrs.get(JAVA_TASK_ID)), _state(attrs)
+    task_id, state = reading.task_id, reading.state
     if task_id and state is not None:
         seen = per_task.get(task_id)
         if not seen:

@@ -257,17 +257,17 @@ class Detector:
     # -- gauges ---------------------------------------------------------------------------------
 
     def stale_by_agent(self, now: float) -> dict[str, int]:
-        """``a2a.tasks.stale`` per agent key: active tasks past the heartbeat (0 for agents
+        """``otel_a2a.task.stale`` per agent key: active tasks past the heartbeat (0 for agents
         with non-terminal tasks, none stale; interrupted tasks wait for the caller, never
         stale)."""
         registry = self.registry
         return self.ledger.stale_by_agent(now, lambda agent: registry.heartbeat(agent)[0])
 
     def tracked_by_class(self) -> dict[StateClass, int]:
-        """``a2a.tasks.tracked`` per state class."""
+        """``otel_a2a.task.tracked`` per state class."""
         return self.ledger.counts_by_class()
 
     @property
     def evicted_total(self) -> int:
-        """``a2a.tasks.evicted`` (monotonic count since start)."""
+        """``otel_a2a.task.evicted`` (monotonic count since start)."""
         return self.ledger.evicted_total

@@ -259,7 +259,7 @@ class TaskLedger:
 
     When full, a new task evicts the least recently observed terminal task (a terminal task
     never changes, so it is the cheapest to forget), else the least recently observed
-    non-terminal one; ``evicted_total`` counts them (metric ``a2a.tasks.evicted``).
+    non-terminal one; ``evicted_total`` counts them (metric ``otel_a2a.task.evicted``).
     """
 
     def __init__(self, max_tasks: int) -> None:
@@ -445,7 +445,7 @@ class TaskLedger:
             return node
 
     def counts_by_class(self) -> dict[StateClass, int]:
-        """Tracked tasks per ``a2a.task.state.class`` (``unknown`` counts as active)."""
+        """Tracked tasks per ``otel_a2a.task.state.class`` (``unknown`` counts as active)."""
         with self._lock:
             live = len(self._index) - self._n_terminal
             return {

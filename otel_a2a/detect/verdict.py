@@ -9,7 +9,7 @@ from otel_a2a.protocol.states import TaskState
 
 
 class DivergenceReason(str, Enum):
-    """Value of ``a2a.divergence.reason`` (docs/semantic-conventions.md)."""
+    """Value of ``otel_a2a.divergence.reason`` (docs/semantic-conventions.md)."""
 
     NO_OBSERVATION = "no_observation"
     ETAG_CHANGED = "etag_changed"
@@ -24,7 +24,7 @@ class DivergenceReason(str, Enum):
 
 
 class Evidence(NamedTuple):
-    """Everything a divergence event carries (the ``a2a.divergence`` event's attributes).
+    """Everything a divergence event carries (the ``otel_a2a.divergence`` event's attributes).
 
     ``age`` is seconds since the last authoritative observation (``None`` without one).
     """

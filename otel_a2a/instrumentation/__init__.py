@@ -22,20 +22,20 @@ What it does
 ------------
 Each A2A operation sent through httpx (or httpx2, Pydantic's continuation of httpx, when it is
 installed) or a grpcio channel (``instrument_grpc_channel`` for a channel made before
-``instrument()``) gets a ``CLIENT`` span named ``A2A {operation}`` that lives until the
+``instrument()``) gets a ``CLIENT`` span named ``{a2a.method.name}`` that lives until the
 response body or stream is consumed or closed. Response bytes are observed as the application
 reads them (at most ``OTEL_A2A_MAX_BODY_BYTES`` of one body, SSE parsed incrementally); gRPC
 replies and stream messages are read by field access. Task states read from ``GetTask``,
 ``SendMessage``, ``CancelTask``, ``ListTasks`` and streams are authoritative observations;
 card fetches set the agent's etag and heartbeat. Liveness decisions (follow-up messages,
 cancels, push-config creation, ``liveness_decision`` blocks, spans with
-``a2a.liveness.decision=true``) are judged against the invariant and each divergence becomes
-an ``a2a.divergence`` span event, log record and metric. Detection does not depend on trace
+``otel_a2a.liveness.decision=true``) are judged against the invariant and each divergence becomes
+an ``otel_a2a.divergence`` span event, log record and metric. Detection does not depend on trace
 sampling. Observations stay in the process that made them, unless ``OTEL_A2A_LEDGER_PATH``
 names a file the processes of one host share.
 
 ``instrument()`` accepts ``tracer_provider``, ``meter_provider`` and ``logger_provider`` (for
-the ``a2a.divergence`` log records; the global one otherwise). Configuration comes from
+the ``otel_a2a.divergence`` log records; the global one otherwise). Configuration comes from
 the ``OTEL_A2A_*`` environment variables (docs/configuration.md); invalid values log one
 warning and fall back to the default.
 """

@@ -28,7 +28,7 @@ _OPEN: ContextVar[tuple[tuple[object, Span, Token[Context]], ...]] = ContextVar(
 
 
 class liveness_decision:
-    """Open an ``A2A liveness_decision`` span and judge the decision before the block runs.
+    """Open an ``liveness_decision`` span and judge the decision before the block runs.
 
     Usable as ``with``/``async with`` block and as a decorator of sync or async functions.
     In ``enforce`` mode (``OTEL_A2A_MODE=enforce``) a divergent decision raises
@@ -67,7 +67,7 @@ class liveness_decision:
                 attributes[sc.AGENT_URL] = agent
             if peer.etag is not None:
                 attributes[sc.CARD_ETAG] = peer.etag
-            name = f"A2A {sc.OP_DECISION}"
+            name = sc.span_name(sc.OP_DECISION)
             span = own_spans.start(rt.tracer, name, SpanKind.INTERNAL, attributes)
             # this entry's own verdict: another thread may enter the same instance meanwhile
             verdict = rt.decide(

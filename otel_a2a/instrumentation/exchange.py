@@ -36,6 +36,7 @@ from otel_a2a.protocol import (
     parse_card,
     parse_extended_card,
 )
+from otel_a2a.protocol.states import semconv_state
 
 # Hot path: members read once; sets and dicts keyed by value (hashing a member runs Python).
 _JSONRPC = Binding.JSONRPC
@@ -56,7 +57,7 @@ _DECISION_OPS = frozenset(
     )
 )
 _STREAM_OPS = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSCRIBE_TO_TASK.value})
-_SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
+_SPAN_NAMES = {op.value: sc.span_name(op.value) for op in Operation}
 # Of a response httpx hands over decoded, only these operations read headers: a card its
 # ETag and Cache-Control, a stream its Content-Type.
 _HEADED_OPS = _CARD_OPS | _STREAM_OPS
@@ -66,14 +67,12 @@ NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 _MAX_STREAM_TASKS = 16
 
 
-def _error_type(code: int | None, reason: str | None, binding: Binding, status: int) -> str:
-    """``error.type`` of an error response: over HTTP+JSON its A2A error reason when known
-    (the code there is the HTTP status, ``400`` for most A2A errors alike); else, as the RPC
-    and HTTP conventions spell it, the JSON-RPC (or A2A) error code, else the HTTP status,
-    else ``_OTHER``."""
-    if reason and binding is _HTTP_JSON:
-        return reason
-    if code is not None:
+def _error_type(code: int | None, binding: Binding, status: int) -> str:
+    """``error.type`` of an error response, as the A2A convention says: the JSON-RPC error
+    code as a string, else the protocol status code (the HTTP status), else ``_OTHER``. The
+    A2A error reason, which tells apart what ``400`` says of most A2A errors alike over
+    HTTP+JSON, is ``otel_a2a.error.reason``."""
+    if code is not None and binding is not _HTTP_JSON:
         return str(code)
     return str(status) if status >= 400 else sc.ERROR_TYPE_OTHER
 
@@ -89,7 +88,7 @@ def card_attributes(
         if card.name:
             attrs[sc.AGENT_NAME] = card.name
         if card.version:
-            attrs[sc.CARD_VERSION] = card.version
+            attrs[sc.AGENT_VERSION] = card.version
         if card.streaming is not None:
             attrs[sc.CARD_STREAMING] = card.streaming
     if etag:
@@ -156,7 +155,7 @@ _MAX_TEMPLATES = 256
 def _template(key: _TemplateKey) -> dict[str, str | bool]:
     peer, op_name, version, binding, jsonrpc_method = key
     attrs: dict[str, str | bool] = {
-        sc.RPC_SYSTEM: "a2a",
+        sc.RPC_SYSTEM: sc.RPC_SYSTEM_A2A,
         sc.RPC_METHOD: op_name,
         sc.OPERATION: op_name,
         sc.AGENT_URL: peer.key,
@@ -383,7 +382,7 @@ class Exchange:
                 last = self._last_report
                 attrs = {sc.TASK_ID: last.task_id} if last else {}
                 if last and last.state is not None:
-                    attrs[sc.TASK_STATE] = last.state.state.value
+                    attrs[sc.TASK_STATE] = semconv_state(last.state.state)
                 self.span.add_event(sc.EVENT_STREAM_ABNORMAL_END, attrs, end_time)
         except Exception as exc:
             self.rt.error(exc)
@@ -500,7 +499,7 @@ class Exchange:
         if recording:
             # only what the span does not carry yet: each attribute is validated by the SDK
             attrs: dict[str, str | bool | float | int] = {
-                sc.TASK_STATE: last.state.state._value_,
+                sc.TASK_STATE: semconv_state(last.state.state),
                 sc.TASK_STATE_RAW: last.state.raw,
                 sc.AUTHORITATIVE: True,
             }
@@ -514,7 +513,7 @@ class Exchange:
 
     def _on_stream_reports(self, reports: tuple[TaskReport, ...], recording: bool) -> None:
         """A stream's reports: the tasks it keeps alive, whether it stands at a terminal (or
-        interrupted) state, one ``a2a.task.status`` event per status update."""
+        interrupted) state, one ``otel_a2a.task.status`` event per status update."""
         span = self.span
         for report in reports:
             if len(self._stream_tasks) < _MAX_STREAM_TASKS:
@@ -530,7 +529,7 @@ class Exchange:
                     sc.EVENT_TASK_STATUS,
                     {
                         sc.TASK_ID: report.task_id,
-                        sc.TASK_STATE: state._value_,
+                        sc.TASK_STATE: semconv_state(state),
                         sc.TASK_STATE_RAW: report.state.raw,
                     },
                 )
@@ -545,9 +544,11 @@ class Exchange:
             code = error.code
             text = str(code) if code is not None else f"HTTP {status}"
             span.set_status(Status(StatusCode.ERROR, error.reason or text))
-            span.set_attribute(sc.ERROR_TYPE, _error_type(code, error.reason, binding, status))
+            span.set_attribute(sc.ERROR_TYPE, _error_type(code, binding, status))
+            if error.reason:
+                span.set_attribute(sc.ERROR_REASON, error.reason)
             if code is not None and binding is _JSONRPC:
-                span.set_attribute(sc.JSONRPC_ERROR_CODE, code)
+                span.set_attribute(sc.RPC_RESPONSE_STATUS_CODE, str(code))
         task_id = self.a2a.task_id
         if error.task_not_found and task_id:
             self.rt.task_not_found(span, task_id, operation, now)
@@ -573,7 +574,7 @@ class Exchange:
             {
                 sc.TASK_ID: report.task_id,
                 sc.TASK_ID_REQUESTED: named,
-                sc.TASK_STATE: state.state._value_,
+                sc.TASK_STATE: semconv_state(state.state),
                 sc.TASK_STATE_RAW: state.raw,
             },
         )

@@ -1,6 +1,6 @@
 """One A2A call over gRPC, from the request leaving to its status.
 
-The gRPC twin of ``exchange.Exchange``: the same span (``A2A {operation}``, kind CLIENT, the same
+The gRPC twin of ``exchange.Exchange``: the same span (``{a2a.method.name}``, kind CLIENT, the same
 attributes), the same judgements through the same ``Runtime`` methods, but fed protobuf
 messages (read by field access in ``protocol.grpc``) and a status instead of HTTP bytes. Every
 method contains its own failures (counted, never raised) and may be called from the
@@ -26,6 +26,7 @@ from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import A2ARequest, Operation, ResponseFacts, StateClass, TaskReport
 from otel_a2a.protocol import grpc as wire
 from otel_a2a.protocol.card import extended_card
+from otel_a2a.protocol.states import semconv_state
 
 _ACTIVE = StateClass.ACTIVE
 _GET_TASK = Operation.GET_TASK
@@ -38,7 +39,7 @@ _DECISION_OPS = frozenset(
         Operation.CREATE_PUSH_CONFIG,
     }
 )
-_SPAN_NAMES = {op.value: f"A2A {op.value}" for op in Operation}
+_SPAN_NAMES = {op.value: sc.span_name(op.value) for op in Operation}
 _DECISION_VALUES = frozenset(op.value for op in _DECISION_OPS)
 _end_lock = threading.Lock()  # ending is taken once; held for a test-and-set only
 fork_safe(sys.modules[__name__], "_end_lock")
@@ -77,7 +78,7 @@ class GrpcExchange:
         op = a2a.operation
         name = op._value_  # Enum ``.value`` is a slow property on CPython 3.11
         attrs: dict[str, str | bool] = {
-            sc.RPC_SYSTEM: "a2a",
+            sc.RPC_SYSTEM: sc.RPC_SYSTEM_A2A,
             sc.RPC_METHOD: name,
             sc.OPERATION: name,
             sc.AGENT_URL: peer.key,
@@ -166,7 +167,7 @@ class GrpcExchange:
                     sc.EVENT_TASK_STATUS,
                     {
                         sc.TASK_ID: report.task_id,
-                        sc.TASK_STATE: state._value_,
+                        sc.TASK_STATE: semconv_state(state),
                         sc.TASK_STATE_RAW: report.state.raw,
                     },
                 )
@@ -185,13 +186,13 @@ class GrpcExchange:
                     {
                         sc.TASK_ID: last.task_id,
                         sc.TASK_ID_REQUESTED: named,
-                        sc.TASK_STATE: last.state.state.value,
+                        sc.TASK_STATE: semconv_state(last.state.state),
                         sc.TASK_STATE_RAW: last.state.raw,
                     },
                 )
             return [r.task_id for r in facts.reports]
         attrs = self._attrs
-        attrs[sc.TASK_STATE] = last.state.state._value_
+        attrs[sc.TASK_STATE] = semconv_state(last.state.state)
         attrs[sc.TASK_STATE_RAW] = last.state.raw
         attrs[sc.AUTHORITATIVE] = True
         if named is None:
@@ -227,7 +228,7 @@ class GrpcExchange:
                 last = self._last_report
                 attrs = {sc.TASK_ID: last.task_id} if last else {}
                 if last is not None and last.state is not None:
-                    attrs[sc.TASK_STATE] = last.state.state.value
+                    attrs[sc.TASK_STATE] = semconv_state(last.state.state)
                 span.add_event(sc.EVENT_STREAM_ABNORMAL_END, attrs)
         except Exception as exc:
             self.rt.error(exc)
@@ -248,7 +249,7 @@ class GrpcExchange:
         span = self.span
         number = _code_number(code)
         if number is not None:
-            self._attrs[sc.RPC_GRPC_STATUS_CODE] = number
+            self._attrs[sc.RPC_RESPONSE_STATUS_CODE] = getattr(code, "name", str(number))
         if number == _OK or (number is None and failure is None):
             return
         if number is None:  # no status: the failure is all there is
@@ -259,7 +260,9 @@ class GrpcExchange:
             return
         name = getattr(code, "name", str(number))
         error = wire.status_error(self.a2a, name, trailing_metadata, details)
-        self._attrs[sc.ERROR_TYPE] = error.reason or name
+        self._attrs[sc.ERROR_TYPE] = name
+        if error.reason:
+            self._attrs[sc.ERROR_REASON] = error.reason
         if span.is_recording():
             span.set_status(Status(StatusCode.ERROR, error.reason or name))
         task_id = self.a2a.task_id

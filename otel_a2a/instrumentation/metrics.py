@@ -38,7 +38,7 @@ class Tally:
     def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
             counts = list(self._counts.items())
-        return [Observation(n, {sc.AGENT_NAME: label}) for label, n in counts]
+        return [Observation(n, {sc.AGENT_LABEL: label}) for label, n in counts]
 
 
 class A2AMetrics:
@@ -52,7 +52,7 @@ class A2AMetrics:
     """
 
     def __init__(self, detector: Detector, meter_provider: MeterProvider | None = None) -> None:
-        meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider)
+        meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider, schema_url=sc.SCHEMA_URL)
         self.detector = detector
         self.labels = sc.AgentLabels()
         self.redundant = Tally()
@@ -99,7 +99,7 @@ class A2AMetrics:
         )
 
     def agent(self, agent: str) -> str:
-        """The ``a2a.agent.name`` label of an agent key: its card's name, else the key."""
+        """The ``otel_a2a.agent.name`` label of an agent key: its card's name, else the key."""
         return self.label(agent, self.detector.registry.name(agent))
 
     def label(self, agent: str, name: str | None) -> str:
@@ -157,4 +157,4 @@ def _observe_stale(_options: CallbackOptions) -> Iterable[Observation]:
             totals[label] = totals.get(label, 0) + n
     finally:
         collection.leave()
-    return [Observation(n, {sc.AGENT_NAME: label}) for label, n in totals.items()]
+    return [Observation(n, {sc.AGENT_LABEL: label}) for label, n in totals.items()]

@@ -182,7 +182,7 @@ def _shut_down_within(
 class _OneRetryWarning(logging.Filter):
     """On the OTLP exporters' loggers: the first "Transient error … retrying in …" warning of
     each endpoint goes through; the later ones, and the "aborting retry" a shutdown makes of a
-    retry in progress, are counted as ``export_unavailable`` in ``a2a.instrumentation.errors``
+    retry in progress, are counted as ``export_unavailable`` in ``otel_a2a.instrumentation.errors``
     instead of written (an unreachable collector made one such line per retry of every
     export). Anything else these loggers say goes through untouched."""
 

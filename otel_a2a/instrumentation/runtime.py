@@ -25,6 +25,7 @@ from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics, activate
 from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import CardInfo, TaskReport
+from otel_a2a.protocol.states import semconv_state
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
@@ -37,7 +38,7 @@ LEDGER_OPERATION_FAILED = "ledger_operation_failed"  # the shared ledger failed 
 class Peer:
     """An agent as one exchange or decision sees it, resolved once: its key (URL), the card
     etag in force, the heartbeat (seconds) and the card's name, all as of card generation
-    ``generation`` (see ``Runtime.fresh``); ``label`` is its ``a2a.agent.name`` metric label,
+    ``generation`` (see ``Runtime.fresh``); ``label`` is its ``otel_a2a.agent.name`` metric label,
     taken only when a metric needs it (labels are capped)."""
 
     __slots__ = ("_label", "_metrics", "etag", "generation", "heartbeat", "key", "name")
@@ -83,8 +84,10 @@ class Runtime:
             heartbeat_overrides=settings.heartbeat_overrides,
             ledger=ledger,
         )
-        self.tracer: Tracer = trace.get_tracer(sc.SCOPE, __version__, tracer_provider)
-        self.events = get_logger(sc.SCOPE, __version__, logger_provider)
+        self.tracer: Tracer = trace.get_tracer(
+            sc.SCOPE, __version__, tracer_provider, schema_url=sc.SCHEMA_URL
+        )
+        self.events = get_logger(sc.SCOPE, __version__, logger_provider, schema_url=sc.SCHEMA_URL)
         self.metrics = A2AMetrics(self.detector, meter_provider)
         if failure:
             self.error(LEDGER_UNAVAILABLE)
@@ -174,7 +177,7 @@ class Runtime:
         return observation.agent if observation is not None else UNKNOWN_AGENT
 
     def report(self, span: Span | None, verdict: Verdict, operation: str) -> None:
-        """Emit one divergence: span event (span live), log record, ``a2a.divergence`` metric."""
+        """Emit one divergence: span event (span live), log record, ``otel_a2a.divergence`` metric."""
         if verdict.reason is None:
             return
         ev = verdict.evidence
@@ -184,7 +187,7 @@ class Runtime:
             sc.CARD_HEARTBEAT: ev.heartbeat,
         }
         if ev.last_state is not None:
-            attrs[sc.TASK_STATE] = ev.last_state.value
+            attrs[sc.TASK_STATE] = semconv_state(ev.last_state)
         if ev.age is not None:
             attrs[sc.OBSERVATION_AGE] = round(ev.age, 6)
         if ev.etag_now is not None:
@@ -197,7 +200,7 @@ class Runtime:
             {
                 sc.DIVERGENCE_REASON: verdict.reason.value,
                 sc.OPERATION: operation,
-                sc.AGENT_NAME: agent,
+                sc.AGENT_LABEL: agent,
             },
         )
         if span is not None and span.is_recording():
@@ -207,7 +210,7 @@ class Runtime:
             body=f"A2A divergence: {verdict.reason.value}",
             severity_number=SeverityNumber.WARN,
             severity_text="WARN",
-            attributes={**attrs, sc.OPERATION: operation, sc.AGENT_NAME: agent},
+            attributes={**attrs, sc.OPERATION: operation, sc.AGENT_LABEL: agent},
             context=trace.set_span_in_context(span) if span is not None else None,
         )
 
@@ -221,7 +224,7 @@ class Runtime:
         assumes_live: bool = True,
     ) -> Verdict:
         """Judge one liveness decision and account for it (metrics, event). The span already
-        carries ``a2a.liveness.decision`` and the etag in force from its start (set once).
+        carries ``otel_a2a.liveness.decision`` and the etag in force from its start (set once).
 
         The verdict survives a failure of the accounting (counted): enforce mode acts on it.
         """
@@ -231,9 +234,9 @@ class Runtime:
         try:
             label = peer.label
             outcome = "authoritative" if verdict.ok else "divergent"
-            self.metrics.decisions.add(1, {sc.DECISION_OUTCOME: outcome, sc.AGENT_NAME: label})
+            self.metrics.decisions.add(1, {sc.DECISION_OUTCOME: outcome, sc.AGENT_LABEL: label})
             if verdict.evidence.age is not None:
-                self.metrics.observation_age.record(verdict.evidence.age, {sc.AGENT_NAME: label})
+                self.metrics.observation_age.record(verdict.evidence.age, {sc.AGENT_LABEL: label})
             self.report(span, verdict, operation)
         except Exception as exc:
             self.error(exc)
@@ -282,7 +285,7 @@ class Runtime:
         if card is not None:  # after the update: see ``peer``
             self._generation = next(self._card_fetches)
         if update.etag_changed:
-            self.metrics.etag_changes.add(1, {sc.AGENT_NAME: self.metrics.agent(update.agent)})
+            self.metrics.etag_changes.add(1, {sc.AGENT_LABEL: self.metrics.agent(update.agent)})
         return update
 
 

@@ -39,7 +39,7 @@ from otel_a2a.protocol.model import A2ARequest, Binding, Operation
 
 Op = Operation
 
-# v1.0 method names are the gRPC ones, which are the operation names (``a2a.operation``)
+# v1.0 method names are the gRPC ones, which are the operation names (``a2a.method.name``)
 _V1_METHODS: dict[str, Operation] = {op.value: op for op in Op if op is not Op.GET_AGENT_CARD}
 
 JSONRPC_METHODS: dict[str, Operation] = {

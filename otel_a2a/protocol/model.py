@@ -13,7 +13,7 @@ from otel_a2a.protocol.states import StateReading
 
 
 class Operation(str, Enum):
-    """A2A operation, named as in v1.0 whatever version was spoken (``a2a.operation``)."""
+    """A2A operation, named as in v1.0 whatever version was spoken (``a2a.method.name``)."""
 
     GET_AGENT_CARD = "GetAgentCard"
     GET_EXTENDED_AGENT_CARD = "GetExtendedAgentCard"
@@ -30,7 +30,7 @@ class Operation(str, Enum):
 
 
 class Binding(str, Enum):
-    """Value of ``a2a.binding``."""
+    """Value of ``otel_a2a.binding``."""
 
     JSONRPC = "JSONRPC"
     HTTP_JSON = "HTTP+JSON"

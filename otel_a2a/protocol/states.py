@@ -1,7 +1,9 @@
 """Task states of A2A v1.0 and v0.3 and how wire spellings map onto them.
 
-The canonical vocabulary is the v0.3 / semconv-draft one (``working``, ``input-required`` ...):
-it is what spans and metrics carry, whatever the peer spelled.
+The canonical state is a ``TaskState`` (its value is otel-a2a's internal spelling, ``working``,
+``input-required`` ...: the ledger, the analyzer's output). Spans carry it as OpenTelemetry's A2A
+convention spells ``a2a.task.state`` (``TASK_STATE_WORKING`` ...: ``semconv_state``), whatever
+the peer spelled.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class TaskState(str, Enum):
 
 
 class StateClass(str, Enum):
-    """Value of ``a2a.task.state.class``; ``unknown`` tasks count as active."""
+    """Value of ``otel_a2a.task.state.class``; ``unknown`` tasks count as active."""
 
     ACTIVE = "active"
     INTERRUPTED = "interrupted"
@@ -56,6 +58,15 @@ _CLASS = {
     TaskState.REJECTED.value: StateClass.TERMINAL,
 }
 _TERMINAL_VALUES = frozenset(v for v, c in _CLASS.items() if c is StateClass.TERMINAL)
+_SEMCONV = {
+    s.value: "TASK_STATE_" + ("UNSPECIFIED" if s.name == "UNKNOWN" else s.name) for s in TaskState
+}
+
+
+def semconv_state(state: TaskState) -> str:
+    """``state`` as OpenTelemetry's A2A convention spells ``a2a.task.state``: the v1.0 proto
+    name (``TASK_STATE_WORKING``; ``UNKNOWN`` is ``TASK_STATE_UNSPECIFIED``)."""
+    return _SEMCONV[state._value_]
 
 
 class StateReading(NamedTuple):

@@ -15,7 +15,7 @@ Why it is built this way:
   (``synchronous = OFF``: the fsyncs of checkpoints took up to 130 ms inside the host's call),
   which a process crash survives; what an OS crash may lose belonged to a boot that is over
   (see ``at`` below). A failed operation is
-  reported to ``on_error`` (the runtime counts it in ``a2a.instrumentation.errors``) and
+  reported to ``on_error`` (the runtime counts it in ``otel_a2a.instrumentation.errors``) and
   answers as if the task were unknown: nothing reaches the host, and no call waits longer.
 * one connection per thread and per process, as ``sqlite3`` requires (``check_same_thread``);
   a connection inherited across ``fork`` is left alone, never used or closed in the child

@@ -29,17 +29,20 @@ def span(
     span_id: str = "1111111111111111",
     parent: str = "",
     trace: str = TRACE,
-    name: str = "A2A GetTask",
+    name: str = "GetTask",
     events: list[dict[str, Any]] | None = None,
     extra: dict[str, object] | None = None,
 ) -> dict[str, Any]:
-    attrs: dict[str, object] = {"rpc.system": "a2a", "a2a.operation": name.removeprefix("A2A ")}
+    attrs: dict[str, object] = {
+        "rpc.system.name": "a2a",
+        "a2a.method.name": name.removeprefix("A2A "),
+    }
     if task is not None:
         attrs["a2a.task.id"] = task
     if raw is not None:
-        attrs["a2a.task.state.raw"] = raw
+        attrs["otel_a2a.task.state.raw"] = raw
         attrs["a2a.task.state"] = canonical or raw.lower().removeprefix("task_state_")
-        attrs["a2a.observation.authoritative"] = True
+        attrs["otel_a2a.observation.authoritative"] = True
     attrs.update(extra or {})
     out: dict[str, Any] = {
         "traceId": trace,
@@ -61,11 +64,11 @@ def span(
 def status_event(task: str, raw: str, at_ms: int, canonical: str | None = None) -> dict[str, Any]:
     return {
         "timeUnixNano": str(T0 + at_ms * MS),
-        "name": "a2a.task.status",
+        "name": "otel_a2a.task.status",
         "attributes": [
             kv("a2a.task.id", task),
             kv("a2a.task.state", canonical or raw.lower().removeprefix("task_state_")),
-            kv("a2a.task.state.raw", raw),
+            kv("otel_a2a.task.state.raw", raw),
         ],
     }
 

@@ -34,7 +34,7 @@ def belief(
         authoritative=True,
         start_ns=T0 + start_ms * MS,
         end_ns=T0 + end_ms * MS,
-        span_name="A2A GetTask",
+        span_name="GetTask",
         span_id=span_id or f"{abs(hash((service, raw, start_ms))) % 16**16:016x}",
         trace_id=trace,
         parent_span_id=parent,

@@ -14,7 +14,7 @@ from tests.analyze.samples import MS, T0, TRACE, kv, request, span, status_event
 def test_a2a_span_becomes_one_belief_and_other_spans_only_links() -> None:
     doc = request(
         "orchestrator",
-        span("t1", "TASK_STATE_WORKING", 0, 5, extra={"a2a.agent.name": "gateway"}),
+        span("t1", "TASK_STATE_WORKING", 0, 5, extra={"gen_ai.agent.name": "gateway"}),
         span(None, None, 0, 9, name="POST", span_id="2222222222222222", parent="3333333333333333"),
     )
     batch = parse_request(doc)
@@ -48,7 +48,7 @@ def test_stream_span_yields_one_belief_per_status_event() -> None:
     ]
     doc = request(
         "orch",
-        span("t1", "TASK_STATE_COMPLETED", 0, 10, name="A2A SendStreamingMessage", events=events),
+        span("t1", "TASK_STATE_COMPLETED", 0, 10, name="SendStreamingMessage", events=events),
     )
     beliefs = parse_request(doc).beliefs
     got = [(b.state, (b.start_ns - T0) // MS, (b.end_ns - T0) // MS, b.superseded) for b in beliefs]
@@ -70,7 +70,7 @@ def test_heartbeat_frames_restating_a_state_extend_its_belief() -> None:
     ]
     doc = request(
         "orch",
-        span("t1", "TASK_STATE_FAILED", 0, 10, name="A2A SendStreamingMessage", events=events),
+        span("t1", "TASK_STATE_FAILED", 0, 10, name="SendStreamingMessage", events=events),
     )
     beliefs = parse_request(doc).beliefs
     got = [(b.state, (b.start_ns - T0) // MS, (b.end_ns - T0) // MS, b.superseded) for b in beliefs]
@@ -105,12 +105,12 @@ def test_the_java_sdk_extras_attributes_are_a_belief() -> None:
 
 def test_a_swapped_task_is_a_belief_about_the_task_answered() -> None:
     """A follow-up on t1 answered with a new task t2: the span stays about t1 and carries no
-    state of it; its ``a2a.task.swapped`` event is the belief about t2, to the span's end."""
+    state of it; its ``otel_a2a.task.swapped`` event is the belief about t2, to the span's end."""
     swapped = {
         **status_event("t2", "submitted", 4),
-        "name": "a2a.task.swapped",
+        "name": "otel_a2a.task.swapped",
     }
-    swapped["attributes"].append(kv("a2a.task.id.requested", "t1"))
+    swapped["attributes"].append(kv("otel_a2a.task.id.requested", "t1"))
     doc = request(
         "orch",
         span(
@@ -118,9 +118,9 @@ def test_a_swapped_task_is_a_belief_about_the_task_answered() -> None:
             None,
             0,
             10,
-            name="A2A SendMessage",
+            name="SendMessage",
             events=[swapped],
-            extra={"a2a.observation.authoritative": True},
+            extra={"otel_a2a.observation.authoritative": True},
         ),
     )
     (belief,) = parse_request(doc).beliefs

@@ -8,7 +8,7 @@ boundary); for the other the gateway's agent says ``TASK_STATE_FAILED`` while th
 orchestrator's still says ``TASK_STATE_WORKING`` (the seeded incident's split brain). The
 agents hold each answer until both processes asked (a barrier), so the spans overlap in time.
 ``otel-a2a detector`` runs as a subprocess and must print both findings, count them on
-``a2a_divergence_total``, stop cleanly on SIGINT and leave a dump that ``otel-a2a analyze``
+``otel_a2a_divergence_total``, stop cleanly on SIGINT and leave a dump that ``otel-a2a analyze``
 reads back to the same findings.
 
 The detector's bounds, from its own flags, as a subprocess too: a burst of 200 connections is
@@ -204,13 +204,13 @@ def test_detector_finds_the_split_brain_of_two_real_processes(
         reason: [
             line
             for line in metrics.splitlines()
-            if line.startswith("a2a_divergence_total{") and f'"{reason}"' in line
+            if line.startswith("otel_a2a_divergence_total{") and f'"{reason}"' in line
         ]
         for reason in ("cross_runtime_conflict", "renormalized_state")
     }
     for reason, found in counted.items():
         assert len(found) == 1 and found[0].endswith(" 1.0"), (reason, metrics)
-        assert 'a2a_operation="GetTask"' in found[0]
+        assert 'a2a_method_name="GetTask"' in found[0]
 
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=DEADLINE) == 0

@@ -109,15 +109,15 @@ def test_json_and_protobuf_requests_are_correlated(running: Running) -> None:
     assert finding.services == ("gateway", "orchestrator")
     assert finding.b.span_id == "aaaaaaaaaaaaaaaa"  # protobuf ids read back as hex
     metrics = httpx.get(f"http://127.0.0.1:{running.analyzer.metrics_port}/metrics").text
-    lines = [x for x in metrics.splitlines() if x.startswith("a2a_divergence_total{")]
+    lines = [x for x in metrics.splitlines() if x.startswith("otel_a2a_divergence_total{")]
     assert len(lines) == 1, metrics
-    assert 'a2a_divergence_reason="cross_runtime_conflict"' in lines[0]
-    assert 'a2a_operation="GetTask"' in lines[0] and lines[0].endswith(" 1.0")
+    assert 'otel_a2a_divergence_reason="cross_runtime_conflict"' in lines[0]
+    assert 'a2a_method_name="GetTask"' in lines[0] and lines[0].endswith(" 1.0")
 
 
 def test_operation_label_is_capped(running: Running) -> None:
     """A foreign span names any operation it likes: the metric label takes known ones only."""
-    for i, name in enumerate(("A2A GetTask", "A2A order-4711", "A2A order-4712")):
+    for i, name in enumerate(("GetTask", "A2A order-4711", "A2A order-4712")):
         gateway = request("gateway", span(f"t{i}", "TASK_STATE_FAILED", 0, 10, name=name))
         orchestrator = request(
             "orchestrator",
@@ -127,10 +127,10 @@ def test_operation_label_is_capped(running: Running) -> None:
             assert running.post(json.dumps(doc).encode(), "application/json").status_code == 200
     assert len(running.found) == 3
     metrics = httpx.get(f"http://127.0.0.1:{running.analyzer.metrics_port}/metrics").text
-    lines = [x for x in metrics.splitlines() if x.startswith("a2a_divergence_total{")]
-    labels = sorted(x.split('a2a_operation="', 1)[1].split('"', 1)[0] for x in lines)
+    lines = [x for x in metrics.splitlines() if x.startswith("otel_a2a_divergence_total{")]
+    labels = sorted(x.split('a2a_method_name="', 1)[1].split('"', 1)[0] for x in lines)
     assert labels == ["GetTask", "_OTHER"], metrics
-    assert any('a2a_operation="_OTHER"' in x and x.endswith(" 2.0") for x in lines), metrics
+    assert any('a2a_method_name="_OTHER"' in x and x.endswith(" 2.0") for x in lines), metrics
 
 
 def test_gzip_body(running: Running) -> None:

@@ -74,13 +74,21 @@ def test_enabled_variable_alone_instruments_a_plain_a2a_client(
     assert "TASK" in done.stdout
     docs = _documents(done.stdout)
     spans = {d["name"]: d for d in docs if "name" in d and "context" in d}
-    assert {"A2A GetAgentCard", "A2A SendMessage", "A2A GetTask"} <= set(spans)
-    get_task = spans["A2A GetTask"]["attributes"]
+    assert {"GetAgentCard", "SendMessage", "GetTask"} <= set(spans)
+    get_task = spans["GetTask"]["attributes"]
     assert get_task["a2a.task.state"] == "completed"
-    assert get_task["a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
-    assert spans["A2A GetAgentCard"]["attributes"]["a2a.card.etag"].startswith('W/"')
-    assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
-    assert _metric_sum(docs, "a2a.liveness.decisions", **{"a2a.decision.outcome": "divergent"}) == 1
+    assert get_task["otel_a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
+    assert spans["GetAgentCard"]["attributes"]["otel_a2a.card.etag"].startswith('W/"')
+    assert (
+        _metric_sum(docs, "otel_a2a.divergence", **{"otel_a2a.divergence.reason": "no_observation"})
+        == 1
+    )
+    assert (
+        _metric_sum(
+            docs, "otel_a2a.liveness.decisions", **{"otel_a2a.decision.outcome": "divergent"}
+        )
+        == 1
+    )
     assert "Error" not in done.stderr, done.stderr
 
 
@@ -94,18 +102,28 @@ def test_enabled_variable_alone_instruments_a_plain_grpc_client(grpc_peer: Runni
     assert "TASK" in done.stdout and "FOLLOW-UP" in done.stdout
     docs = _documents(done.stdout)
     spans = {d["name"]: d for d in docs if "name" in d and "context" in d}
-    assert {"A2A GetAgentCard", "A2A SendMessage", "A2A GetTask"} <= set(spans)
-    get_task = spans["A2A GetTask"]["attributes"]
-    assert get_task["a2a.binding"] == "GRPC"
+    assert {"GetAgentCard", "SendMessage", "GetTask"} <= set(spans)
+    get_task = spans["GetTask"]["attributes"]
+    assert get_task["otel_a2a.binding"] == "GRPC"
     assert get_task["a2a.protocol.version"] == "1.0"
     assert get_task["a2a.task.state"] == "completed"
-    assert get_task["a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
-    assert get_task["rpc.grpc.status_code"] == 0
-    assert get_task["a2a.agent.url"] == grpc_peer.base_url  # the card's agent, by its gRPC URL
-    assert get_task["a2a.card.etag"] == spans["A2A GetAgentCard"]["attributes"]["a2a.card.etag"]
-    assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
-    assert _metric_sum(docs, "a2a.liveness.decisions", **{"a2a.decision.outcome": "divergent"}) == 1
-    assert _metric_sum(docs, "a2a.instrumentation.errors") == 0
+    assert get_task["otel_a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
+    assert get_task["rpc.response.status_code"] == 0
+    assert get_task["otel_a2a.agent.url"] == grpc_peer.base_url  # the card's agent, by its gRPC URL
+    assert (
+        get_task["otel_a2a.card.etag"] == spans["GetAgentCard"]["attributes"]["otel_a2a.card.etag"]
+    )
+    assert (
+        _metric_sum(docs, "otel_a2a.divergence", **{"otel_a2a.divergence.reason": "no_observation"})
+        == 1
+    )
+    assert (
+        _metric_sum(
+            docs, "otel_a2a.liveness.decisions", **{"otel_a2a.decision.outcome": "divergent"}
+        )
+        == 1
+    )
+    assert _metric_sum(docs, "otel_a2a.instrumentation.errors") == 0
     assert "Error" not in done.stderr, done.stderr
 
 
@@ -167,7 +185,7 @@ def test_bad_configuration_warns_once_and_never_breaks_start(
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.count(name) == 1, done.stderr
-    assert any(d.get("name") == "A2A GetTask" for d in _documents(done.stdout))
+    assert any(d.get("name") == "GetTask" for d in _documents(done.stdout))
 
 
 def test_entry_point_under_opentelemetry_instrument(python_peer: str) -> None:
@@ -178,13 +196,13 @@ def test_entry_point_under_opentelemetry_instrument(python_peer: str) -> None:
         )
         assert done.returncode == 0, done.stderr
         names = [d.get("name") for d in _documents(done.stdout)]
-        assert names.count("A2A GetTask") == 1, names
+        assert names.count("GetTask") == 1, names
         assert "already instrumented" not in done.stderr
 
 
 def test_no_collector_listening_neither_holds_the_exit_nor_floods_stderr(python_peer: str) -> None:
     """Logs at the OTLP default towards a loopback port nobody listens on; the follow-up to a
-    task never seen makes an ``a2a.divergence`` log record for it. The exporter's retry
+    task never seen makes an ``otel_a2a.divergence`` log record for it. The exporter's retry
     schedule is about 7 s, after which it writes ``Failed to export``: its absence shows the
     exit cut the retries short (how soon is a ``make bench`` row, not asserted here)."""
     with socket.socket() as s:
@@ -203,7 +221,10 @@ def test_no_collector_listening_neither_holds_the_exit_nor_floods_stderr(python_
     )
     assert done.returncode == 0, done.stderr
     docs = _documents(done.stdout)
-    assert _metric_sum(docs, "a2a.divergence", **{"a2a.divergence.reason": "no_observation"}) == 1
+    assert (
+        _metric_sum(docs, "otel_a2a.divergence", **{"otel_a2a.divergence.reason": "no_observation"})
+        == 1
+    )
     lines = done.stderr.splitlines()
     assert sum(line.startswith("Transient error") for line in lines) <= 1, done.stderr
     gave_up = [ln for ln in lines if ln.startswith("Failed to export") and "UNAVAILABLE" in ln]

@@ -31,38 +31,38 @@ def _case(case: str, env: dict[str, str], *prefix: str) -> tuple[dict[str, Any],
 
 def test_plain_http_before_any_a2a_leaves_the_choice_to_the_application() -> None:
     report, spans, stderr = _case("plain_first", _env(OTEL_A2A_ENABLED="true"))
-    assert report == {"own": True, "spans": ["A2A GetTask"]}
+    assert report == {"own": True, "spans": ["GetTask"]}
     assert spans == [] and "Overriding" not in stderr
 
 
 def test_concurrent_first_operations_are_all_recorded() -> None:
     _, spans, _ = _case("concurrent_first", _env(OTEL_A2A_ENABLED="true"))
-    assert spans.count("A2A GetTask") == 8
+    assert spans.count("GetTask") == 8
 
 
 def test_an_application_with_its_own_meter_provider_gets_no_sdk_from_us() -> None:
     report, spans, stderr = _case("meter_only", _env(OTEL_A2A_ENABLED="true"))
     assert report["tracer_provider"] == "ProxyTracerProvider"
-    assert "a2a.tasks.tracked" in report["metrics"]
+    assert "otel_a2a.task.tracked" in report["metrics"]
     assert spans == [] and "Overriding" not in stderr
 
 
 def test_explicit_providers_replace_the_start_up_instrumentation() -> None:
     report, spans, stderr = _case("explicit_providers", _env(OTEL_A2A_ENABLED="true"))
-    assert report["spans"] == ["A2A GetTask"]
-    assert "a2a.tasks.tracked" in report["metrics"]
+    assert report["spans"] == ["GetTask"]
+    assert "otel_a2a.task.tracked" in report["metrics"]
     assert report["global_tracer_provider"] == "ProxyTracerProvider"
     assert spans == [] and "already instrumented" not in stderr
 
 
 def test_instrumenting_again_before_the_first_operation_keeps_the_sdk_set_up() -> None:
     report, spans, _ = _case("reinstrumented", _env(OTEL_A2A_ENABLED="true"))
-    assert report == {"state": "working"} and spans == ["A2A GetTask"]
+    assert report == {"state": "working"} and spans == ["GetTask"]
 
 
 def test_telemetry_of_the_applications_exit_handlers_is_exported() -> None:
     _, spans, _ = _case("exit_handler", _env(OTEL_A2A_ENABLED="true"))
-    assert spans == ["A2A GetTask", "A2A CancelTask"]
+    assert spans == ["GetTask", "CancelTask"]
 
 
 def test_a_failed_sdk_set_up_says_so_and_the_application_goes_on() -> None:
@@ -76,12 +76,12 @@ def test_under_opentelemetry_instrument_one_warning_and_python_dash_e_still_work
     env = _env(OTEL_A2A_ENABLED="true", OTEL_A2A_DEFAULT_HEARTBEAT="nan")
     launcher = str(BIN / "opentelemetry-instrument")
     _, spans, stderr = _case("basic", env, launcher)
-    assert spans == ["A2A GetTask"]
+    assert spans == ["GetTask"]
     assert stderr.count("OTEL_A2A_DEFAULT_HEARTBEAT") == 1, stderr  # not again in the launcher
     # -E: the interpreter ignores PYTHONPATH, so opentelemetry-instrument's hook never loads
     done = _run([launcher, sys.executable, "-E", str(CASES), "basic"], env)
     assert done.returncode == 0, done.stderr
-    assert [d["name"] for d in _documents(done.stdout) if "context" in d] == ["A2A GetTask"]
+    assert [d["name"] for d in _documents(done.stdout) if "context" in d] == ["GetTask"]
 
 
 class _Collector(http.server.BaseHTTPRequestHandler):

@@ -79,9 +79,9 @@ def _run(
 def _assert_binding(result: ScenarioResult, binding: str) -> None:
     """The orchestrator's A2A calls (the card aside, fetched over HTTP) took ``binding``."""
     used = {
-        (s.get("attributes") or {}).get("a2a.binding")
+        (s.get("attributes") or {}).get("otel_a2a.binding")
         for s in result.spans
-        if str(s.get("name")).startswith("A2A ") and s.get("name") != "A2A GetAgentCard"
+        if str(s.get("name")).startswith("A2A ") and s.get("name") != "GetAgentCard"
     }
     assert used - {None} == {binding}, (used, _report(result))
 
@@ -124,7 +124,7 @@ def test_restart_first_decision_diverges_and_stale_rises(
     _assert_ok(result)
     name, reasons = _first_decision_after_restart(result)
     assert reasons[:1] in (["heartbeat_gap"], ["terminal_state"]), (name, reasons)
-    # a2a_tasks_stale rose after the restart (the scenario polls /metrics with a deadline;
+    # otel_a2a_task_stale rose after the restart (the scenario polls /metrics with a deadline;
     # how soon is a timing goal, measured by `make bench`)
     assert result.stale_at is not None and result.restart_at is not None, _report(result)
     assert result.stale_at > result.restart_at
@@ -143,9 +143,11 @@ def test_polling_orchestrator_acts_on_authoritative_state_only(
     result = _run("restart", binding, streaming=False, gateway=gateway, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
-    assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
-    assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="authoritative") > 0
-    assert result.metric("a2a_task_get_redundant_total") > 0
+    assert result.metric("otel_a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
+    assert (
+        result.metric("otel_a2a_liveness_decisions_total", a2a_decision_outcome="authoritative") > 0
+    )
+    assert result.metric("otel_a2a_task_get_redundant_total") > 0
     failed = [s for s in result.timeline if s.get("belief") == "failed"]
     assert failed and "GetTask" in str(failed[0].get("action")), _report(result)
 
@@ -178,7 +180,7 @@ def test_respelled_state_raises_non_canonical_state_on_its_observation(
         d
         for d in result.divergences
         if d.reason == "non_canonical_state"
-        and d.span_attributes.get("a2a.task.state.raw") in {"Working", "Submitted", "Canceled"}
+        and d.span_attributes.get("otel_a2a.task.state.raw") in {"Working", "Submitted", "Canceled"}
     ]
     assert carriers, _report(result)
     assert all(d.span.startswith("A2A ") for d in carriers)
@@ -201,9 +203,9 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
     result = _run("healthy", binding, gateway=gateway, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
-    assert result.metric("a2a_divergence_total") == 0
-    assert result.metric("a2a_task_get_redundant_total") > 0
-    assert result.metric("a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
+    assert result.metric("otel_a2a_divergence_total") == 0
+    assert result.metric("otel_a2a_task_get_redundant_total") > 0
+    assert result.metric("otel_a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
 
 
 @pytest.mark.parametrize(

@@ -64,9 +64,9 @@ class Harness:
 
 def divergences(span: ReadableSpan) -> list[str]:
     return [
-        str(e.attributes["a2a.divergence.reason"])
+        str(e.attributes["otel_a2a.divergence.reason"])
         for e in span.events
-        if e.name == "a2a.divergence" and e.attributes
+        if e.name == "otel_a2a.divergence" and e.attributes
     ]
 
 

@@ -140,11 +140,11 @@ def test_httpx_span_is_a_child_of_the_a2a_span(
     spans = otel.spans()
     ours, http = _a2a(spans), _scope(spans, HTTPX_SCOPE)
     assert [s.name for s in ours] == [
-        "A2A GetAgentCard",
-        "A2A SendMessage",
-        "A2A GetTask",
-        "A2A SendStreamingMessage",
-        "A2A GetAgentCard",
+        "GetAgentCard",
+        "SendMessage",
+        "GetTask",
+        "SendStreamingMessage",
+        "GetAgentCard",
     ]
     # one HTTP span per A2A operation, each the child of its operation's span, same trace
     assert len(http) == len(ours)
@@ -158,12 +158,12 @@ def test_httpx_span_is_a_child_of_the_a2a_span(
     http_ids = {s.context.span_id for s in http}
     assert all(s.parent is None or s.parent.span_id not in http_ids for s in ours)
     # our observation is unaffected by the HTTP layer being traced too
-    get = otel.span("A2A GetTask")
+    get = otel.span("GetTask")
     assert (get.attributes or {})["a2a.task.state"] == "completed"
     assert (get.attributes or {})["a2a.task.id"] == seen["done"].id
-    stream = otel.span("A2A SendStreamingMessage")
-    assert [e.name for e in stream.events] == ["a2a.task.status", "a2a.task.status"]
-    assert otel.total("a2a.task.get.redundant") == 1
+    stream = otel.span("SendStreamingMessage")
+    assert [e.name for e in stream.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
+    assert otel.total("otel_a2a.task.get.redundant") == 1
 
 
 # -- (b) a2a-sdk's own tracing ------------------------------------------------------------------
@@ -208,10 +208,10 @@ def test_a2a_sdk_tracing_coexists(global_provider: Harness, python_peer: str) ->
     spans = otel.spans()
     ours, sdk = _a2a(spans), _scope(spans, SDK_SCOPE)
     assert [s.name for s in ours] == [
-        "A2A GetAgentCard",
-        "A2A SendMessage",
-        "A2A GetTask",
-        "A2A SendMessage",
+        "GetAgentCard",
+        "SendMessage",
+        "GetTask",
+        "SendMessage",
     ]
     sdk_names = {s.name for s in sdk}
     assert "a2a.client.transports.jsonrpc.JsonRpcTransport.send_message" in sdk_names
@@ -226,16 +226,16 @@ def test_a2a_sdk_tracing_coexists(global_provider: Harness, python_peer: str) ->
         assert not any(k.startswith("a2a.") for k in span.attributes or {}), span.name
         assert divergences(span) == []
     # detection is unchanged
-    get = otel.span("A2A GetTask")
+    get = otel.span("GetTask")
     assert (get.attributes or {})["a2a.task.state"] == "completed"
-    assert (get.attributes or {})["a2a.observation.authoritative"] is True
-    first, follow_up = otel.spans("A2A SendMessage")
+    assert (get.attributes or {})["otel_a2a.observation.authoritative"] is True
+    first, follow_up = otel.spans("SendMessage")
     assert divergences(first) == []
     assert divergences(follow_up) == ["no_observation"]
-    assert otel.total("a2a.divergence", a2a__divergence__reason="no_observation") == 1
-    assert otel.total("a2a.divergence") == 1
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
-    assert otel.total("a2a.task.get.redundant") == 1
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="no_observation") == 1
+    assert otel.total("otel_a2a.divergence") == 1
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
+    assert otel.total("otel_a2a.task.get.redundant") == 1
 
 
 # -- (c) uninstrument ---------------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_uninstrument_stops_everything(http_lib: ModuleType, python_peer: str) -
         assert vars(http_lib.Client)["send"] is not send  # wrapped while instrumented
         run(_exchange(python_peer, http_lib))
         assert len(_a2a(otel.spans())) == 4
-        assert otel.total("a2a.task.get.redundant") >= 1
+        assert otel.total("otel_a2a.task.get.redundant") >= 1
     finally:
         instrumentor.uninstrument()
     assert _restored()
@@ -268,7 +268,7 @@ def test_uninstrument_stops_everything(http_lib: ModuleType, python_peer: str) -
 
     run(scenario())
     assert otel.spans() == []
-    assert otel.total("a2a.liveness.decisions") == 0
-    assert otel.total("a2a.divergence") == 0
-    assert otel.total("a2a.task.get.redundant") == 0  # no runtime: observables report nothing
-    assert otel.total("a2a.tasks.tracked") == 0
+    assert otel.total("otel_a2a.liveness.decisions") == 0
+    assert otel.total("otel_a2a.divergence") == 0
+    assert otel.total("otel_a2a.task.get.redundant") == 0  # no runtime: observables report nothing
+    assert otel.total("otel_a2a.task.tracked") == 0

@@ -104,7 +104,7 @@ def test_a_span_a_collection_ends_inside_otel_a2a_work_waits_for_the_next_drain(
     """A generator suspended inside a span, collected while this thread records a response
     under the ledger's lock, ends its span right there: observing it then would wait on that
     lock for ever. It is observed by the next call into otel-a2a instead."""
-    finalised(foreign_span(otel, "tG", **{"a2a.task.state.raw": "Working"}))
+    finalised(foreign_span(otel, "tG", **{"otel_a2a.task.state.raw": "Working"}))
     agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
     with agent.client() as client:
         ledger_lock.armed = True
@@ -115,14 +115,14 @@ def test_a_span_a_collection_ends_inside_otel_a2a_work_waits_for_the_next_drain(
         agent.rpc(client, "GetTask", {"id": "t1"})  # the next request drains first
     observed = rt.detector.ledger.get("tG")
     assert observed is not None and observed.raw == "Working"
-    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
 
 
 def test_a_span_a_collection_ends_outside_otel_a2a_work_is_observed_at_once(
     rt: Runtime, otel: Harness
 ) -> None:
     """Nothing of otel-a2a's is held then: no reason to wait."""
-    finalised(foreign_span(otel, "tC", **{"a2a.task.state.raw": "TASK_STATE_WORKING"}))
+    finalised(foreign_span(otel, "tC", **{"otel_a2a.task.state.raw": "TASK_STATE_WORKING"}))
     gc.collect()
     assert otel.spans("server"), "the collector did not close the generator"
     observed = rt.detector.ledger.get("tC")
@@ -140,7 +140,7 @@ def test_a_collection_inside_a_metric_callback_defers_too(
     assert rt.detector.ledger.get("tM") is None
     with liveness_decision("tM"):  # a decision drains first: judged on the deferred span
         pass
-    assert divergences(otel.span("A2A liveness_decision")) == []
+    assert divergences(otel.span("liveness_decision")) == []
 
 
 def test_a_request_a_collection_sends_inside_otel_a2a_work_goes_unobserved_and_counted(
@@ -156,10 +156,10 @@ def test_a_request_a_collection_sends_inside_otel_a2a_work_goes_unobserved_and_c
         in_a_thread(lambda: agent.rpc(client, "GetTask", {"id": "t1"}))
         assert [r.json()["result"]["id"] for r in replies] == ["t2"]  # the host got its answer
         assert rt.detector.ledger.get("t2") is None
-        assert len(otel.spans("A2A GetTask")) == 1
+        assert len(otel.spans("GetTask")) == 1
         agent.rpc(client, "GetTask", {"id": "t1"})  # the next request counts it
-    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
-    assert len(otel.spans("A2A GetTask")) == 2
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert len(otel.spans("GetTask")) == 2
 
 
 def test_a_decision_a_collection_takes_inside_otel_a2a_work_is_not_judged_but_counted(
@@ -178,11 +178,11 @@ def test_a_decision_a_collection_takes_inside_otel_a2a_work_is_not_judged_but_co
         ledger_lock.armed = True
         in_a_thread(lambda: agent.rpc(client, "GetTask", {"id": "t1"}))
         assert len(decisions) == 1 and decisions[0].verdict is None
-        assert otel.spans("A2A liveness_decision") == []
+        assert otel.spans("liveness_decision") == []
         with liveness_decision("t1") as judged:  # the next decision counts it
             pass
     assert judged.verdict is not None and judged.verdict.ok
-    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ def test_work_deferred_beyond_the_bound_is_counted_not_kept(
     assert [rt.detector.ledger.get(f"tO{i}") is not None for i in range(5)] == [True] * 2 + [
         False
     ] * 3
-    assert otel.total("a2a.instrumentation.errors", error__type="deferred_overflow") == 3
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="deferred_overflow") == 3
     assert collection._queue.empty() and collection._dropped == 0
 
 
@@ -252,8 +252,8 @@ def test_a_deferred_span_is_observed_at_the_time_it_ended(
         pass
     observed = rt.detector.ledger.get("tT")
     assert observed is not None and observed.state is TaskState.COMPLETED
-    assert otel.total("a2a.divergence", a2a__divergence__reason="terminal_regression") == 0
-    assert divergences(otel.span("A2A liveness_decision")) == []
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="terminal_regression") == 0
+    assert divergences(otel.span("liveness_decision")) == []
 
 
 def test_a_deferred_span_keeps_only_bounded_text_it_is_read_for(
@@ -261,17 +261,17 @@ def test_a_deferred_span_keeps_only_bounded_text_it_is_read_for(
 ) -> None:
     """No span kept alive, no peer's long value held whole; an overlong task id is no id."""
     inside(True)
-    foreign_span(otel, "tR", **{"a2a.task.state.raw": "W" * 5000, "other": "x"})()
+    foreign_span(otel, "tR", **{"otel_a2a.task.state.raw": "W" * 5000, "other": "x"})()
     foreign_span(otel, "x" * 2000, **{"a2a.task.state": "working"})()
     inside(False)
     assert collection._queue.qsize() == 2  # the span, and the error of the overlong id
     item = collection._queue.get_nowait()
     (kept,) = [arg for arg in item.args if isinstance(arg, dict)]  # type: ignore[attr-defined]
-    assert kept == {"a2a.task.state.raw": "W" * 1024}
+    assert kept == {"otel_a2a.task.state.raw": "W" * 1024}
     collection._queue.put(item)
     collection.drain()
     assert rt.detector.ledger.get("tR") is not None
-    assert otel.total("a2a.instrumentation.errors", error__type="task_id_too_long") == 1
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="task_id_too_long") == 1
 
 
 def test_a_decision_span_started_inside_otel_a2a_work_is_not_judged_but_counted(
@@ -280,16 +280,16 @@ def test_a_decision_span_started_inside_otel_a2a_work_is_not_judged_but_counted(
     tracer = otel.tracer_provider.get_tracer("my.orchestrator")
     inside(True)
     with tracer.start_as_current_span(
-        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+        "wait_on_task", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "tX"}
     ):
         pass
     inside(False)
     assert divergences(otel.span("wait_on_task")) == []
-    assert otel.total("a2a.instrumentation.errors") == 0  # recorded by the next drain
+    assert otel.total("otel_a2a.instrumentation.errors") == 0  # recorded by the next drain
     with liveness_decision("tY"):
         pass
-    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
-    assert divergences(otel.span("A2A liveness_decision")) == ["no_observation"]
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert divergences(otel.span("liveness_decision")) == ["no_observation"]
 
 
 def test_a_response_read_inside_otel_a2a_work_is_not_observed(
@@ -315,12 +315,12 @@ def test_a_response_read_inside_otel_a2a_work_is_not_observed(
         response.close()
         inside(False)
         assert content == task  # the application gets its bytes
-        assert otel.spans("A2A GetTask") == []
+        assert otel.spans("GetTask") == []
         collection.drain()
         assert rt.detector.ledger.get("t1") is None
-        span = otel.span("A2A GetTask")
+        span = otel.span("GetTask")
         assert span.end_time is not None and "a2a.task.state" not in (span.attributes or {})
-    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
 
 
 def test_uninstrument_runs_what_was_deferred(
@@ -336,5 +336,5 @@ def test_uninstrument_runs_what_was_deferred(
     A2AInstrumentor().uninstrument()
     assert collection._queue.empty()
     assert rt.detector.ledger.get("tU") is not None  # that runtime's, not the next one's
-    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
     A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)

@@ -35,15 +35,15 @@ def test_observe_mode_reports_and_runs_the_block(otel: Harness) -> None:
     assert ran == [True]
     assert decision.verdict is not None
     assert decision.verdict.reason is DivergenceReason.NO_OBSERVATION
-    span = otel.span("A2A liveness_decision")
+    span = otel.span("liveness_decision")
     assert divergences(span) == ["no_observation"]
     attrs = dict(span.attributes or {})
-    assert attrs["a2a.liveness.decision"] is True
-    assert attrs["a2a.decision.assumed_state"] == "working"
-    assert "a2a.agent.url" not in attrs  # never seen, no agent given: no URL to record
-    assert otel.total("a2a.divergence", a2a__operation="liveness_decision") == 1
+    assert attrs["otel_a2a.liveness.decision"] is True
+    assert attrs["otel_a2a.decision.assumed_state"] == "working"
+    assert "otel_a2a.agent.url" not in attrs  # never seen, no agent given: no URL to record
+    assert otel.total("otel_a2a.divergence", a2a__operation="liveness_decision") == 1
     # counted under a label no agent's card name collides with (cf. ``_OTHER``)
-    assert otel.total("a2a.divergence", a2a__agent__name="_UNKNOWN") == 1
+    assert otel.total("otel_a2a.divergence", a2a__agent__name="_UNKNOWN") == 1
 
 
 def test_enforce_raises_before_the_block(enforcing: Harness) -> None:
@@ -52,7 +52,7 @@ def test_enforce_raises_before_the_block(enforcing: Harness) -> None:
         ran.append(True)
     assert ran == []
     assert info.value.reason is DivergenceReason.NO_OBSERVATION
-    assert len(enforcing.spans("A2A liveness_decision")) == 1
+    assert len(enforcing.spans("liveness_decision")) == 1
 
 
 def test_enforce_lets_an_authoritative_decision_through(enforcing: Harness) -> None:
@@ -66,8 +66,10 @@ def test_enforce_lets_an_authoritative_decision_through(enforcing: Harness) -> N
         return "acted"
 
     assert act() == "acted"
-    assert divergences(enforcing.span("A2A liveness_decision")) == []
-    assert enforcing.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert divergences(enforcing.span("liveness_decision")) == []
+    assert (
+        enforcing.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    )
 
 
 def test_a_decision_that_assumes_the_end_is_authorised_by_a_terminal_state(
@@ -82,13 +84,13 @@ def test_a_decision_that_assumes_the_end_is_authorised_by_a_terminal_state(
     with pytest.raises(TaskStateDivergenceError) as info, liveness_decision("t1"):
         pass
     assert info.value.reason is DivergenceReason.TERMINAL_STATE
-    first, second = enforcing.spans("A2A liveness_decision")
+    first, second = enforcing.spans("liveness_decision")
     assert divergences(first) == [] and divergences(second) == ["terminal_state"]
     # the same on a foreign span, judged by the span processor
     tracer = enforcing.tracer_provider.get_tracer("my.orchestrator")
-    marks = {"a2a.liveness.decision": True, "a2a.task.id": "t1"}
+    marks = {"otel_a2a.liveness.decision": True, "a2a.task.id": "t1"}
     for name, assumed in (("collect", "TASK_STATE_COMPLETED"), ("wait", "working")):
-        attributes = {**marks, "a2a.decision.assumed_state": assumed}
+        attributes = {**marks, "otel_a2a.decision.assumed_state": assumed}
         with tracer.start_as_current_span(name, attributes=attributes):
             pass
     assert divergences(enforcing.span("collect")) == []
@@ -120,7 +122,7 @@ def test_one_instance_entered_again_while_open(otel: Harness) -> None:
         return list(await asyncio.gather(*tasks))
 
     assert asyncio.run(main()) == [False, False]
-    assert len(otel.spans("A2A liveness_decision")) == 4  # all ended
+    assert len(otel.spans("liveness_decision")) == 4  # all ended
 
 
 def test_one_instance_shared_by_threads_acts_on_each_entrys_own_verdict(
@@ -172,7 +174,7 @@ def test_exit_in_another_context_still_ends_the_span(otel: Harness) -> None:
     guard = liveness_decision("t1")
     contextvars.copy_context().run(guard.__enter__)
     guard.__exit__(None, None, None)
-    assert len(otel.spans("A2A liveness_decision")) == 1
+    assert len(otel.spans("liveness_decision")) == 1
 
 
 def test_async_decorator(enforcing: Harness) -> None:
@@ -187,7 +189,7 @@ def test_async_decorator(enforcing: Harness) -> None:
 def test_processor_judges_foreign_spans_while_live(otel: Harness) -> None:
     tracer = otel.tracer_provider.get_tracer("my.orchestrator")
     with tracer.start_as_current_span(
-        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+        "wait_on_task", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "tX"}
     ):
         pass
     span = otel.span("wait_on_task")
@@ -196,19 +198,19 @@ def test_processor_judges_foreign_spans_while_live(otel: Harness) -> None:
     with tracer.start_as_current_span("unrelated", attributes={"a2a.task.id": "tX"}):
         pass
     assert divergences(otel.span("unrelated")) == []
-    assert otel.total("a2a.liveness.decisions") == 1
+    assert otel.total("otel_a2a.liveness.decisions") == 1
 
 
 def test_processor_turns_foreign_states_into_observations(otel: Harness) -> None:
     tracer = otel.tracer_provider.get_tracer("other.instrumentation")
     with tracer.start_as_current_span(
-        "server", attributes={"a2a.task.id": "tY", "a2a.task.state.raw": "Working"}
+        "server", attributes={"a2a.task.id": "tY", "otel_a2a.task.state.raw": "Working"}
     ):
         pass
-    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
     with liveness_decision("tY"):
         pass
-    assert divergences(otel.span("A2A liveness_decision")) == []
+    assert divergences(otel.span("liveness_decision")) == []
 
 
 def test_processor_added_once_to_the_provider_in_use(otel: Harness) -> None:
@@ -230,7 +232,7 @@ def test_without_instrumentation_the_block_just_runs() -> None:
     provider.add_span_processor(DivergenceSpanProcessor())  # inert without a runtime
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("x").start_as_current_span(
-        "s", attributes={"a2a.liveness.decision": True, "a2a.task.id": "t"}
+        "s", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "t"}
     ):
         pass
     [span] = exporter.get_finished_spans()
@@ -241,14 +243,14 @@ def test_without_instrumentation_the_block_just_runs() -> None:
     ("attributes", "reasons"),
     [
         ({"a2a.task.state": "working", "a2a.protocol.version": "1.0"}, []),
-        ({"a2a.task.state.raw": "TASK_STATE_WORKING"}, []),  # exact in v1.0: no version said
-        ({"a2a.task.state.raw": "working"}, []),  # exact in v0.3 JSON-RPC
-        ({"a2a.task.state.raw": "Working"}, ["non_canonical_state"]),  # exact nowhere
+        ({"otel_a2a.task.state.raw": "TASK_STATE_WORKING"}, []),  # exact in v1.0: no version said
+        ({"otel_a2a.task.state.raw": "working"}, []),  # exact in v0.3 JSON-RPC
+        ({"otel_a2a.task.state.raw": "Working"}, ["non_canonical_state"]),  # exact nowhere
         (
             {
-                "a2a.task.state.raw": "working",
+                "otel_a2a.task.state.raw": "working",
                 "a2a.protocol.version": "1.0",
-                "a2a.binding": "JSONRPC",
+                "otel_a2a.binding": "JSONRPC",
             },
             ["non_canonical_state"],  # v0.3's spelling on a v1.0 exchange
         ),
@@ -262,8 +264,8 @@ def test_processor_judges_foreign_spellings_only_as_far_as_the_span_says(
     with tracer.start_as_current_span("server", attributes={"a2a.task.id": "tZ", **attributes}):
         pass
     found = [
-        (attrs["a2a.divergence.reason"], attrs["a2a.operation"])
-        for attrs, value in otel.points("a2a.divergence")
+        (attrs["otel_a2a.divergence.reason"], attrs["a2a.method.name"])
+        for attrs, value in otel.points("otel_a2a.divergence")
         if value
     ]
     assert found == [(reason, "unknown") for reason in reasons]
@@ -283,22 +285,22 @@ def test_processor_neither_judges_nor_tracks_an_overlong_task_id(otel: Harness) 
         huge = f"{i}".ljust(length, "x")
         with tracer.start_as_current_span("server", attributes={"a2a.task.id": huge}) as span:
             span.set_attribute("a2a.task.state", "working")
-        decision = {"a2a.liveness.decision": True, "a2a.task.id": huge}
+        decision = {"otel_a2a.liveness.decision": True, "a2a.task.id": huge}
         with tracer.start_as_current_span("wait_on_task", attributes=decision):
             pass
     assert len(rt.detector.ledger) == 0
-    assert otel.total("a2a.liveness.decisions") == 0
-    assert otel.total("a2a.instrumentation.errors", error__type="task_id_too_long") == 6
+    assert otel.total("otel_a2a.liveness.decisions") == 0
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="task_id_too_long") == 6
     at_bound = "y" * MAX_ID_LEN
     with tracer.start_as_current_span(
         "server", attributes={"a2a.task.id": at_bound, "a2a.task.state": "working"}
     ):
         pass
-    decision = {"a2a.liveness.decision": True, "a2a.task.id": at_bound}
+    decision = {"otel_a2a.liveness.decision": True, "a2a.task.id": at_bound}
     with tracer.start_as_current_span("wait_on_task", attributes=decision):
         pass
     assert rt.detector.ledger.get(at_bound) is not None
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
 
 
 def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harness) -> None:
@@ -306,23 +308,23 @@ def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harnes
     otel.tracer_provider.add_span_processor(DivergenceSpanProcessor())
     tracer = otel.tracer_provider.get_tracer("my.orchestrator")
     with tracer.start_as_current_span(
-        "wait_on_task", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+        "wait_on_task", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "tX"}
     ):
         pass
     assert divergences(otel.span("wait_on_task")) == ["no_observation"]
-    assert otel.total("a2a.liveness.decisions") == 1
-    assert otel.total("a2a.divergence") == 1
+    assert otel.total("otel_a2a.liveness.decisions") == 1
+    assert otel.total("otel_a2a.divergence") == 1
     with tracer.start_as_current_span(
-        "server", attributes={"a2a.task.id": "tY", "a2a.task.state.raw": "Working"}
+        "server", attributes={"a2a.task.id": "tY", "otel_a2a.task.state.raw": "Working"}
     ):
         pass
-    assert otel.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
     # a second span, judged too: only a repeat of the same span is skipped
     with tracer.start_as_current_span(
-        "wait_again", attributes={"a2a.liveness.decision": True, "a2a.task.id": "tX"}
+        "wait_again", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "tX"}
     ):
         pass
-    assert otel.total("a2a.liveness.decisions") == 2
+    assert otel.total("otel_a2a.liveness.decisions") == 2
 
 
 def test_two_processors_under_a_concurrent_multi_span_processor_judge_once() -> None:
@@ -345,7 +347,7 @@ def test_two_processors_under_a_concurrent_multi_span_processor_judge_once() -> 
     try:
         tracer = provider.get_tracer("my.orchestrator")
         for i in range(50):
-            attributes = {"a2a.liveness.decision": True, "a2a.task.id": f"t{i}"}
+            attributes = {"otel_a2a.liveness.decision": True, "a2a.task.id": f"t{i}"}
             with tracer.start_as_current_span("wait_on_task", attributes=attributes):
                 pass
         data = reader.get_metrics_data()
@@ -355,7 +357,7 @@ def test_two_processors_under_a_concurrent_multi_span_processor_judge_once() -> 
             for rm in data.resource_metrics
             for sm in rm.scope_metrics
             for m in sm.metrics
-            if m.name == "a2a.liveness.decisions"
+            if m.name == "otel_a2a.liveness.decisions"
             for point in m.data.data_points  # type: ignore[union-attr]
         )
         assert decisions == 50
@@ -399,17 +401,17 @@ def test_foreign_spans_met_while_one_of_ours_starts_or_ends_are_still_judged(
 
     tracer = otel.tracer_provider.get_tracer("other.instrumentation")
     observed = tracer.start_span(
-        "server", attributes={"a2a.task.id": "tO", "a2a.task.state.raw": "working"}
+        "server", attributes={"a2a.task.id": "tO", "otel_a2a.task.state.raw": "working"}
     )
 
     class Meddler(SpanProcessor):
         def on_start(self, span: Span, parent_context: object = None) -> None:
-            if span.name == "A2A liveness_decision":  # inside otel-a2a's work: counted
-                attributes = {"a2a.liveness.decision": True, "a2a.task.id": "tS"}
+            if span.name == "liveness_decision":  # inside otel-a2a's work: counted
+                attributes = {"otel_a2a.liveness.decision": True, "a2a.task.id": "tS"}
                 tracer.start_span("wait", attributes=attributes).end()
 
         def on_end(self, span: ReadableSpan) -> None:
-            if span.name == "A2A liveness_decision":
+            if span.name == "liveness_decision":
                 observed.end()
 
     otel.tracer_provider.add_span_processor(Meddler())
@@ -418,7 +420,7 @@ def test_foreign_spans_met_while_one_of_ours_starts_or_ends_are_still_judged(
     rt = runtime.current()
     assert rt is not None
     assert rt.detector.ledger.get("tO") is not None  # ended while ours ended: observed
-    assert otel.total("a2a.instrumentation.errors", error__type="reentrant_call") == 1
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
 
 
 def test_the_processor_reads_sdk_spans_attributes_as_the_public_view_shows_them(

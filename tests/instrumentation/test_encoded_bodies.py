@@ -34,7 +34,7 @@ def harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
 
 
 def _state(harness: Harness) -> object:
-    return dict(harness.span("A2A GetTask").attributes or {}).get("a2a.task.state")
+    return dict(harness.span("GetTask").attributes or {}).get("a2a.task.state")
 
 
 @pytest.mark.parametrize("case", ["gzip", "deflate_raw"])
@@ -49,7 +49,7 @@ def test_encoded_task_is_observed(harness: Harness, server: str, case: str, stre
             r = client.post(f"{server}/{case}", json=GET_TASK, headers=headers)
             assert r.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
     assert _state(harness) == "working"
-    assert harness.total("a2a.instrumentation.errors") == 0
+    assert harness.total("otel_a2a.instrumentation.errors") == 0
 
 
 def test_a_gzip_bomb_costs_at_most_the_body_limit(harness: Harness, server: str) -> None:
@@ -69,7 +69,7 @@ def test_a_gzip_bomb_costs_at_most_the_body_limit(harness: Harness, server: str)
     assert raw < BOMB_TEXT_BYTES // 100  # it really is a bomb
     assert peak < 4 * LIMIT, f"peak {peak / 2**20:.1f} MiB for a {LIMIT / 2**20:.0f} MiB limit"
     assert _state(harness) == "working"  # the status precedes the history
-    assert harness.total("a2a.instrumentation.errors") == 0
+    assert harness.total("otel_a2a.instrumentation.errors") == 0
 
 
 def test_a_gzip_bomb_is_never_inflated_past_the_limit(
@@ -122,7 +122,7 @@ def test_an_oversized_reply_is_never_parsed_past_the_limit(
         client.post("http://a.test/a2a", json=send, headers={"A2A-Version": "1.0"}).read()
     assert parsed and max(parsed) <= LIMIT
     assert len(parsed) == 1  # a Message reply: the first prefix says so, no more parsing
-    assert "a2a.task.state" not in dict(harness.span("A2A SendMessage").attributes or {})
+    assert "a2a.task.state" not in dict(harness.span("SendMessage").attributes or {})
 
 
 def test_a_corrupt_encoding_is_one_counted_error_and_the_bytes_pass_untouched(
@@ -138,5 +138,5 @@ def test_a_corrupt_encoding_is_one_counted_error_and_the_bytes_pass_untouched(
         for chunk in r.iter_raw():
             raw += chunk
     assert raw.startswith(b"\x1f\x8b") and len(raw) > 4 * 65536  # read in several chunks
-    assert harness.total("a2a.instrumentation.errors", error__type="error") == 1  # zlib.error
-    assert "a2a.task.state" not in dict(harness.span("A2A GetTask").attributes or {})
+    assert harness.total("otel_a2a.instrumentation.errors", error__type="error") == 1  # zlib.error
+    assert "a2a.task.state" not in dict(harness.span("GetTask").attributes or {})

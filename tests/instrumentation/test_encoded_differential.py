@@ -255,10 +255,11 @@ def test_the_application_reads_the_same_and_otel_a2a_observes_it(
         uninstrument()
 
     assert seen == plain  # the same bytes, or the same exception and message
-    name = "A2A SendStreamingMessage" if stream else "A2A GetTask"
+    name = "SendStreamingMessage" if stream else "GetTask"
     span = harness.span(name)  # it ended
     errors = {
-        attrs["error.type"]: value for attrs, value in harness.points("a2a.instrumentation.errors")
+        attrs["error.type"]: value
+        for attrs, value in harness.points("otel_a2a.instrumentation.errors")
     }
     what, read_bytes = seen
     if (
@@ -290,7 +291,7 @@ def test_the_application_reads_the_same_and_otel_a2a_observes_it(
         assert errors == ({"inflated_stream_limit": 1} if over else {})
         assert _state(harness, name) == ("working" if over else "completed")
         # a stream no longer looked at is not judged to have ended abnormally
-        assert [e.name for e in span.events if e.name == "a2a.stream.abnormal_end"] == []
+        assert [e.name for e in span.events if e.name == "otel_a2a.stream.abnormal_end"] == []
         return
     assert errors == {}
     if read_bytes == body:
@@ -336,7 +337,7 @@ def test_output_still_in_zlib_after_the_last_input_byte_is_observed(
         uninstrument()
     assert seen == plain == ("body", body)
     assert b"".join(taken) == body  # its last bytes too: the JSON is whole, its state read
-    assert _state(harness, "A2A GetTask") == "working"
+    assert _state(harness, "GetTask") == "working"
 
 
 class _CountingInflater:
@@ -402,9 +403,11 @@ def test_a_gzip_sse_bomb_is_inflated_no_further_than_the_limit(
     assert seen == plain == ("body", body)
     assert sum(parsed) == LIMIT  # then the parser was fed no more
     assert LIMIT < sum(inflated) <= LIMIT + STEP  # and zlib inflated one step past, no more
-    assert harness.total("a2a.instrumentation.errors", error__type="inflated_stream_limit") == 1
-    assert harness.total("a2a.instrumentation.errors") == 1
-    span = harness.span("A2A SendStreamingMessage")
+    assert (
+        harness.total("otel_a2a.instrumentation.errors", error__type="inflated_stream_limit") == 1
+    )
+    assert harness.total("otel_a2a.instrumentation.errors") == 1
+    span = harness.span("SendStreamingMessage")
     assert span.status.is_ok
     assert dict(span.attributes or {}).get("a2a.task.state") == "working"
-    assert "a2a.stream.abnormal_end" not in [e.name for e in span.events]
+    assert "otel_a2a.stream.abnormal_end" not in [e.name for e in span.events]

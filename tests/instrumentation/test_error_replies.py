@@ -71,7 +71,7 @@ def error_type(mode: Mode, reason: str, code: int) -> str:
 def next_decision(task_id: str, otel: Harness) -> list[str]:
     with liveness_decision(task_id):
         pass
-    return divergences(otel.spans("A2A liveness_decision")[-1])
+    return divergences(otel.spans("liveness_decision")[-1])
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
@@ -100,11 +100,11 @@ def test_a_follow_up_to_a_task_that_failed_meanwhile(
     waiting, failed = seen["waiting"], seen["failed"]
     assert canonical(waiting.status.state) == "input-required"
     assert canonical(failed.status.state) == "failed" and failed.id == waiting.id
-    [follow_up] = otel.spans("A2A SendStreamingMessage" if streamed else "A2A SendMessage")[-1:]
+    [follow_up] = otel.spans("SendStreamingMessage" if streamed else "SendMessage")[-1:]
     assert attrs(follow_up)["a2a.task.id"] == waiting.id
     assert "a2a.task.state" not in attrs(follow_up)  # a message is no wire state
     assert divergences(follow_up) == []  # a fresh task waiting for input: authoritative
-    assert otel.total("a2a.divergence") == 0  # nothing raised on the reply
+    assert otel.total("otel_a2a.divergence") == 0  # nothing raised on the reply
     obs = observation(waiting.id)
     assert obs is not None
 
@@ -112,7 +112,7 @@ def test_a_follow_up_to_a_task_that_failed_meanwhile(
         # a2a-sdk's v0.3 HTTP+JSON stream opens, then the server fails inside it: nothing of
         # the refusal reaches the wire, so nothing is learnt and nothing guessed
         assert (obs.state.value, obs.source) == ("input-required", "SendMessage")
-        assert [e.name for e in follow_up.events] == ["a2a.stream.abnormal_end"]
+        assert [e.name for e in follow_up.events] == ["otel_a2a.stream.abnormal_end"]
         assert next_decision(waiting.id, otel) == []
         return
     reason, code = ("UNSUPPORTED_OPERATION", -32004)
@@ -148,14 +148,14 @@ def test_a_cancel_of_a_task_that_completed_meanwhile(otel: Harness, peer: str, m
     seen = run(scenario())
     waiting, done, seen_done = seen["waiting"], seen["done"], seen["seen_done"]
     assert canonical(done.status.state) == "completed" and done.id == waiting.id
-    first, second = otel.spans("A2A CancelTask")
+    first, second = otel.spans("CancelTask")
     for span in (first, second):
         assert attrs(span)["error.type"] == error_type(mode, "TASK_NOT_CANCELABLE", -32002)
         assert span.status.description == "TASK_NOT_CANCELABLE"
         assert "a2a.task.state" not in attrs(span)
     assert divergences(first) == []  # judged before it left, on a fresh observation
     assert divergences(second) == ["terminal_state"]  # it was seen completed: the decision
-    assert otel.total("a2a.divergence") == 1  # and nothing on either reply
+    assert otel.total("otel_a2a.divergence") == 1  # and nothing on either reply
 
     obs = observation(waiting.id)
     kept = observation(seen_done.id)

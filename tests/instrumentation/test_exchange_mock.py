@@ -26,17 +26,17 @@ def test_card_fetch_span_carries_card_attributes(otel: Harness) -> None:
     agent = FakeAgent(heartbeat=12)
     with agent.client() as client:
         assert client.get("/.well-known/agent-card.json").status_code == 200
-    span = otel.span("A2A GetAgentCard")
+    span = otel.span("GetAgentCard")
     attrs = dict(span.attributes or {})
-    assert attrs["a2a.operation"] == "GetAgentCard"
-    assert attrs["rpc.system"] == "a2a"
-    assert attrs["a2a.card.etag"] == 'W/"v1"'
-    assert attrs["a2a.card.heartbeat_interval"] == 12
-    assert attrs["a2a.card.streaming"] is True
-    assert attrs["a2a.card.version"] == "1.0.0"
-    assert attrs["a2a.agent.name"] == "Fake Agent"
-    assert attrs["a2a.card.etag.changed"] is False
-    assert "a2a.protocol.version" not in attrs and "a2a.binding" not in attrs
+    assert attrs["a2a.method.name"] == "GetAgentCard"
+    assert attrs["rpc.system.name"] == "a2a"
+    assert attrs["otel_a2a.card.etag"] == 'W/"v1"'
+    assert attrs["otel_a2a.card.heartbeat_interval"] == 12
+    assert attrs["otel_a2a.card.streaming"] is True
+    assert attrs["gen_ai.agent.version"] == "1.0.0"
+    assert attrs["gen_ai.agent.name"] == "Fake Agent"
+    assert attrs["otel_a2a.card.etag.changed"] is False
+    assert "a2a.protocol.version" not in attrs and "otel_a2a.binding" not in attrs
 
 
 def test_get_task_is_an_authoritative_observation(otel: Harness) -> None:
@@ -45,15 +45,15 @@ def test_get_task_is_an_authoritative_observation(otel: Harness) -> None:
         client.get("/.well-known/agent-card.json")
         response = agent.rpc(client, "GetTask", {"id": "t1"})
     assert response.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
-    attrs = dict(otel.span("A2A GetTask").attributes or {})
+    attrs = dict(otel.span("GetTask").attributes or {})
     assert attrs["a2a.task.id"] == "t1"
     assert attrs["a2a.task.state"] == "working"
-    assert attrs["a2a.task.state.raw"] == "TASK_STATE_WORKING"
-    assert attrs["a2a.observation.authoritative"] is True
+    assert attrs["otel_a2a.task.state.raw"] == "TASK_STATE_WORKING"
+    assert attrs["otel_a2a.observation.authoritative"] is True
     assert attrs["a2a.protocol.version"] == "1.0"
-    assert attrs["a2a.binding"] == "JSONRPC"
-    assert attrs["a2a.jsonrpc.method"] == "GetTask"
-    assert attrs["a2a.card.etag"] == 'W/"v1"'
+    assert attrs["otel_a2a.binding"] == "JSONRPC"
+    assert attrs["otel_a2a.jsonrpc.method"] == "GetTask"
+    assert attrs["otel_a2a.card.etag"] == 'W/"v1"'
     assert not any("secret" in str(v) for v in attrs.values())
 
 
@@ -65,17 +65,20 @@ def test_follow_up_without_observation_is_no_observation(otel: Harness) -> None:
             "SendMessage",
             {"message": {"taskId": "t9", "messageId": "m", "role": "ROLE_USER", "parts": []}},
         )
-    span = otel.span("A2A SendMessage")
+    span = otel.span("SendMessage")
     assert divergences(span) == ["no_observation"]
-    assert (span.attributes or {})["a2a.liveness.decision"] is True
-    assert otel.total("a2a.divergence", a2a__divergence__reason="no_observation") == 1
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
+    assert (span.attributes or {})["otel_a2a.liveness.decision"] is True
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="no_observation") == 1
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
     # the event is also a log record, in the span's trace context
     (record,) = [d.log_record for d in otel.logs.get_finished_logs()]
     attrs = dict(record.attributes or {})
-    assert record.event_name == "a2a.divergence"
-    assert (attrs["a2a.divergence.reason"], attrs["a2a.task.id"]) == ("no_observation", "t9")
-    assert (attrs["a2a.operation"], attrs["a2a.card.heartbeat_interval"]) == ("SendMessage", 30.0)
+    assert record.event_name == "otel_a2a.divergence"
+    assert (attrs["otel_a2a.divergence.reason"], attrs["a2a.task.id"]) == ("no_observation", "t9")
+    assert (attrs["a2a.method.name"], attrs["otel_a2a.card.heartbeat_interval"]) == (
+        "SendMessage",
+        30.0,
+    )
     assert (record.severity_text, record.body) == ("WARN", "A2A divergence: no_observation")
     assert span.context is not None
     assert (record.trace_id, record.span_id) == (span.context.trace_id, span.context.span_id)
@@ -91,14 +94,14 @@ def test_heartbeat_gap_then_authoritative_after_poll(otel: Harness, clock: Clock
         agent.rpc(client, "GetTask", {"id": "t1"})
         clock.advance(1)
         agent.rpc(client, "CancelTask", {"id": "t1"})
-    cancels = otel.spans("A2A CancelTask")
+    cancels = otel.spans("CancelTask")
     assert [divergences(s) for s in cancels] == [["heartbeat_gap"], []]
-    event = next(e for e in cancels[0].events if e.name == "a2a.divergence")
+    event = next(e for e in cancels[0].events if e.name == "otel_a2a.divergence")
     assert event.attributes is not None
-    assert event.attributes["a2a.observation.age"] == pytest.approx(6)
-    assert event.attributes["a2a.card.heartbeat_interval"] == 5
+    assert event.attributes["otel_a2a.observation.age"] == pytest.approx(6)
+    assert event.attributes["otel_a2a.card.heartbeat_interval"] == 5
     assert event.attributes["a2a.task.state"] == "working"
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
 
 
 def test_etag_change_wins_over_gap(otel: Harness, clock: Clock) -> None:
@@ -110,10 +113,10 @@ def test_etag_change_wins_over_gap(otel: Harness, clock: Clock) -> None:
         client.get("/.well-known/agent-card.json")
         clock.advance(60)
         agent.rpc(client, "CancelTask", {"id": "t1"})
-    cards = otel.spans("A2A GetAgentCard")
-    assert (cards[1].attributes or {})["a2a.card.etag.changed"] is True
-    assert divergences(otel.span("A2A CancelTask")) == ["etag_changed"]
-    assert otel.total("a2a.card.etag.changes") == 1
+    cards = otel.spans("GetAgentCard")
+    assert (cards[1].attributes or {})["otel_a2a.card.etag.changed"] is True
+    assert divergences(otel.span("CancelTask")) == ["etag_changed"]
+    assert otel.total("otel_a2a.card.etag.changes") == 1
 
 
 def test_304_keeps_the_etag(otel: Harness) -> None:
@@ -126,7 +129,7 @@ def test_304_keeps_the_etag(otel: Harness) -> None:
         )
         assert revalidated.status_code == 304
         agent.rpc(client, "CancelTask", {"id": "t1"})
-    assert divergences(otel.span("A2A CancelTask")) == []
+    assert divergences(otel.span("CancelTask")) == []
 
 
 def test_terminal_state_is_exempt_from_the_gap(otel: Harness, clock: Clock) -> None:
@@ -140,7 +143,7 @@ def test_terminal_state_is_exempt_from_the_gap(otel: Harness, clock: Clock) -> N
             "SendMessage",
             {"message": {"taskId": "t1", "messageId": "m", "role": "ROLE_USER", "parts": []}},
         )
-    assert divergences(otel.span("A2A SendMessage")) == ["terminal_state"]
+    assert divergences(otel.span("SendMessage")) == ["terminal_state"]
 
 
 @pytest.mark.parametrize(
@@ -156,10 +159,11 @@ def test_observation_side_reasons(otel: Harness, spelling: str, reason: str) -> 
     agent = FakeAgent(states={"t1": spelling})
     with agent.client() as client:
         agent.rpc(client, "GetTask", {"id": "t1"})
-    span = otel.span("A2A GetTask")
+    span = otel.span("GetTask")
     assert divergences(span) == [reason]
     assert (
-        otel.total("a2a.divergence", a2a__divergence__reason=reason, a2a__operation="GetTask") == 1
+        otel.total("otel_a2a.divergence", a2a__divergence__reason=reason, a2a__operation="GetTask")
+        == 1
     )
 
 
@@ -172,7 +176,7 @@ def test_terminal_regression_and_task_lost(otel: Harness) -> None:
         agent.rpc(client, "GetTask", {"id": "t2"})
         del agent.states["t2"]
         agent.rpc(client, "GetTask", {"id": "t2"})
-    reasons = [divergences(s) for s in otel.spans("A2A GetTask")]
+    reasons = [divergences(s) for s in otel.spans("GetTask")]
     assert reasons == [[], ["terminal_regression"], [], ["task_lost"]]
 
 
@@ -185,7 +189,7 @@ def test_redundant_get_task_is_counted(otel: Harness, clock: Clock) -> None:
         agent.rpc(client, "GetTask", {"id": "t1"})  # fresh: redundant
         clock.advance(20)
         agent.rpc(client, "GetTask", {"id": "t1"})  # stale: needed
-    assert otel.total("a2a.task.get.redundant") == 1
+    assert otel.total("otel_a2a.task.get.redundant") == 1
 
 
 def test_streamed_updates_and_abnormal_end(otel: Harness) -> None:
@@ -208,13 +212,13 @@ def test_streamed_updates_and_abnormal_end(otel: Harness) -> None:
         with client.stream("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}) as r:
             received = b"".join(r.iter_raw())
     assert received == b"".join(frames)
-    span = otel.span("A2A SendStreamingMessage")
+    span = otel.span("SendStreamingMessage")
     names = [e.name for e in span.events]
-    assert names == ["a2a.task.status", "a2a.stream.abnormal_end"]
+    assert names == ["otel_a2a.task.status", "otel_a2a.stream.abnormal_end"]
     attrs = dict(span.attributes or {})
     assert attrs["a2a.task.id"] == "s1"
     assert attrs["a2a.task.state"] == "working"
-    assert otel.total("a2a.tasks.tracked", a2a__task__state__class="active") == 1
+    assert otel.total("otel_a2a.task.tracked", a2a__task__state__class="active") == 1
 
 
 def test_a_stream_keeps_at_most_16_tasks_alive(
@@ -270,8 +274,13 @@ def test_sampled_out_spans_still_detect() -> None:
             agent.rpc(client, "GetTask", {"id": "t1"})
             agent.rpc(client, "CancelTask", {"id": "t1"})
         assert harness.spans() == []
-        assert harness.total("a2a.divergence", a2a__divergence__reason="non_canonical_state") == 2
-        assert harness.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+        assert (
+            harness.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 2
+        )
+        assert (
+            harness.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative")
+            == 1
+        )
     finally:
         instrumentor.uninstrument()
 
@@ -304,7 +313,7 @@ def test_streaming_a_response_httpx_already_read(otel: Harness) -> None:
             assert r.is_stream_consumed
             data = b"".join(r.iter_bytes())
     assert b"TASK_STATE_WORKING" in data
-    attrs = dict(otel.span("A2A GetTask").attributes or {})
+    attrs = dict(otel.span("GetTask").attributes or {})
     assert attrs["a2a.task.state"] == "working"
 
 
@@ -341,7 +350,7 @@ def test_body_over_the_limit_is_observed_from_its_prefix(
                 "POST", "http://a.test/a2a", json=body, headers={"A2A-Version": "1.0"}
             ) as r:
                 assert b"".join(r.iter_bytes()) == payload
-        attrs = dict(harness.span("A2A GetTask").attributes or {})
+        attrs = dict(harness.span("GetTask").attributes or {})
         assert attrs["a2a.task.state"] == "working"
     finally:
         instrumentor.uninstrument()
@@ -374,15 +383,15 @@ def test_reinstrumenting_on_the_same_meter_provider_reports_the_new_runtime(
 
     instrumentor.instrument(tracer_provider=harness.tracer_provider, meter_provider=meter_provider)
     run(["a1"])
-    assert harness.total("a2a.tasks.tracked") == 1
+    assert harness.total("otel_a2a.task.tracked") == 1
     instrumentor.uninstrument()
-    assert harness.total("a2a.tasks.tracked") == 0  # nothing reported between runs
+    assert harness.total("otel_a2a.task.tracked") == 0  # nothing reported between runs
     instrumentor.instrument(tracer_provider=harness.tracer_provider, meter_provider=meter_provider)
     try:
         run(["b1", "b2", "b3"])
-        assert harness.total("a2a.tasks.tracked") == 2  # the new ledger, bounded at 2
-        assert harness.total("a2a.tasks.evicted") == 1
-        assert harness.total("a2a.task.get.redundant") == 3
+        assert harness.total("otel_a2a.task.tracked") == 2  # the new ledger, bounded at 2
+        assert harness.total("otel_a2a.task.evicted") == 1
+        assert harness.total("otel_a2a.task.get.redundant") == 3
     finally:
         instrumentor.uninstrument()
 
@@ -393,15 +402,15 @@ def test_extended_card_is_recorded_with_its_own_etag(otel: Harness) -> None:
     with agent.client() as client:
         client.get("/.well-known/agent-card.json")
         extended = agent.rpc(client, "GetExtendedAgentCard", {}).json()["result"]
-    attrs = dict(otel.span("A2A GetExtendedAgentCard").attributes or {})
-    assert attrs["a2a.card.etag"] == "sha256:" + hashlib.sha256(jcs(extended)).hexdigest()
-    assert attrs["a2a.agent.name"] == "Fake Agent (extended)"
-    assert attrs["a2a.card.version"] == "1.0.1"
-    assert attrs["a2a.card.heartbeat_interval"] == 30
+    attrs = dict(otel.span("GetExtendedAgentCard").attributes or {})
+    assert attrs["otel_a2a.card.etag"] == "sha256:" + hashlib.sha256(jcs(extended)).hexdigest()
+    assert attrs["gen_ai.agent.name"] == "Fake Agent (extended)"
+    assert attrs["gen_ai.agent.version"] == "1.0.1"
+    assert attrs["otel_a2a.card.heartbeat_interval"] == 30
     with liveness_decision("t-none", agent="http://agent.test/a2a"):
         pass
-    decision = dict(otel.span("A2A liveness_decision").attributes or {})
-    assert decision["a2a.card.etag"] == agent.etag  # the well-known card's, still
+    decision = dict(otel.span("liveness_decision").attributes or {})
+    assert decision["otel_a2a.card.etag"] == agent.etag  # the well-known card's, still
 
 
 class _StrictProcessor(SpanProcessor):
@@ -432,14 +441,14 @@ def test_an_application_processor_that_raises_never_reaches_the_application(
         pytest.raises(httpx.ConnectError, match="connection refused"),
     ):
         client.post("http://agent.test/a2a", json=request, headers=V1)
-    assert len(otel.spans("A2A GetTask")) == 4  # ended all the same
-    assert otel.total("a2a.instrumentation.errors", error__type="KeyError") == 4
+    assert len(otel.spans("GetTask")) == 4  # ended all the same
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="KeyError") == 4
 
 
 def test_error_responses_name_their_error_type(otel: Harness) -> None:
     """``error.type``: over HTTP+JSON the A2A reason when known; else as the RPC and HTTP
     conventions spell it: the JSON-RPC code, else the HTTP status, else ``_OTHER``;
-    ``rpc.jsonrpc.error_code`` only from a JSON-RPC error."""
+    ``rpc.response.status_code`` only from a JSON-RPC error."""
     agent = FakeAgent()
     with agent.client() as client:
         agent.rpc(client, "GetTask", {"id": "missing"})  # -32001 TaskNotFound
@@ -447,11 +456,11 @@ def test_error_responses_name_their_error_type(otel: Harness) -> None:
     with httpx.Client(transport=html, base_url="http://agent.test") as client:
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
         assert client.post("/a2a", json=body, headers=V1).status_code == 500
-    found, failed = otel.spans("A2A GetTask")
+    found, failed = otel.spans("GetTask")
     assert found.attributes is not None and failed.attributes is not None
-    assert found.attributes["rpc.jsonrpc.error_code"] == -32001
+    assert found.attributes["rpc.response.status_code"] == -32001
     assert found.attributes["error.type"] == "-32001"
-    assert "rpc.jsonrpc.error_code" not in failed.attributes  # not the HTTP status
+    assert "rpc.response.status_code" not in failed.attributes  # not the HTTP status
     assert failed.attributes["http.response.status_code"] == 500
     assert failed.attributes["error.type"] == "500"
     assert failed.status.description == "HTTP 500"
@@ -462,17 +471,17 @@ def test_error_responses_name_their_error_type(otel: Harness) -> None:
         rest = httpx.MockTransport(lambda r, e=error: httpx.Response(400, json={"error": e}))
         with httpx.Client(transport=rest, base_url="http://agent.test") as client:
             client.post("/a2a/rest/tasks/t1:cancel", headers={"A2A-Version": "1.0"})
-    plain, reasoned = otel.spans("A2A CancelTask")
+    plain, reasoned = otel.spans("CancelTask")
     assert dict(plain.attributes or {})["error.type"] == "400"
     assert dict(reasoned.attributes or {})["error.type"] == "TASK_NOT_CANCELABLE"
-    assert "rpc.jsonrpc.error_code" not in dict(reasoned.attributes or {})
+    assert "rpc.response.status_code" not in dict(reasoned.attributes or {})
 
     stream = FakeAgent(sse=[b"event: error\ndata: {}\n\n"])
     with stream.client() as client:
         body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "t1"}}
         with client.stream("POST", "/a2a", json=body, headers=V1) as r:
             r.read()
-    errored = otel.span("A2A SubscribeToTask")
+    errored = otel.span("SubscribeToTask")
     assert errored.attributes is not None
     assert errored.attributes["error.type"] == "_OTHER"
     assert errored.status.description == "SSE error event"
@@ -492,7 +501,7 @@ def test_the_operation_decides_how_a_body_is_read_not_its_content_type(otel: Har
         with httpx.Client(transport=transport, base_url="http://agent.test") as client:
             request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
             client.post("/a2a", json=request, headers=V1)
-    as_json, as_sse = otel.spans("A2A GetTask")
+    as_json, as_sse = otel.spans("GetTask")
     assert dict(as_json.attributes or {})["a2a.task.state"] == "working"
     assert "a2a.task.state" not in dict(as_sse.attributes or {})
     assert [e.name for e in (*as_json.events, *as_sse.events)] == []
@@ -514,12 +523,15 @@ def test_agents_sharing_an_origin_keep_their_own_etags(otel: Harness) -> None:
         client.get("/agents/a/.well-known/agent-card.json")
         request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
         client.post("/agents/a/rpc", json=request, headers=V1)
-    cards = otel.spans("A2A GetAgentCard")
-    assert [dict(s.attributes or {})["a2a.card.etag.changed"] for s in cards] == [False] * 3
-    attrs = dict(otel.span("A2A GetTask").attributes or {})
-    assert (attrs["a2a.agent.url"], attrs["a2a.agent.name"]) == ("http://gw.test/agents/a", "a")
-    assert attrs["a2a.card.etag"] == '"a-1"'
-    assert otel.total("a2a.card.etag.changes") == 0
+    cards = otel.spans("GetAgentCard")
+    assert [dict(s.attributes or {})["otel_a2a.card.etag.changed"] for s in cards] == [False] * 3
+    attrs = dict(otel.span("GetTask").attributes or {})
+    assert (attrs["otel_a2a.agent.url"], attrs["gen_ai.agent.name"]) == (
+        "http://gw.test/agents/a",
+        "a",
+    )
+    assert attrs["otel_a2a.card.etag"] == '"a-1"'
+    assert otel.total("otel_a2a.card.etag.changes") == 0
 
 
 def test_a_version_given_as_a_query_parameter_is_the_negotiated_version(otel: Harness) -> None:
@@ -530,7 +542,7 @@ def test_a_version_given_as_a_query_parameter_is_the_negotiated_version(otel: Ha
     body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
     with agent.client() as client:
         client.post("/a2a", params={"A2A-Version": "1.0", "token": "s3cret"}, json=body)
-    span = otel.span("A2A GetTask")
+    span = otel.span("GetTask")
     attrs = dict(span.attributes or {})
     assert attrs["a2a.protocol.version"] == "1.0"
     assert divergences(span) == []
@@ -552,12 +564,12 @@ def test_an_unspecified_state_omitted_by_protojson_is_unknown_not_a_divergence(
         client.post("/a2a", json=body, headers=V1)
         with liveness_decision("t1", agent=BASE):
             pass
-    span = otel.span("A2A GetTask")
+    span = otel.span("GetTask")
     attrs = dict(span.attributes or {})
-    assert (attrs["a2a.task.state"], attrs["a2a.task.state.raw"]) == ("unknown", "")
+    assert (attrs["a2a.task.state"], attrs["otel_a2a.task.state.raw"]) == ("unknown", "")
     assert divergences(span) == []
-    assert divergences(otel.span("A2A liveness_decision")) == ["no_observation"]
-    assert otel.total("a2a.divergence", a2a__divergence__reason="unknown_state") == 0
+    assert divergences(otel.span("liveness_decision")) == ["no_observation"]
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="unknown_state") == 0
 
 
 @pytest.mark.parametrize(
@@ -585,9 +597,9 @@ def test_a_stream_that_resumes_after_an_interruption_and_is_cut_ends_abnormally(
         client.stream("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}) as r,
     ):
         r.read()
-    names = [e.name for e in otel.span("A2A SubscribeToTask").events]
-    assert names.count("a2a.task.status") == len(states)
-    assert ("a2a.stream.abnormal_end" in names) is abnormal
+    names = [e.name for e in otel.span("SubscribeToTask").events]
+    assert names.count("otel_a2a.task.status") == len(states)
+    assert ("otel_a2a.stream.abnormal_end" in names) is abnormal
 
 
 def test_a_card_fetched_later_claims_the_urls_its_interfaces_name(otel: Harness) -> None:
@@ -612,16 +624,19 @@ def test_a_card_fetched_later_claims_the_urls_its_interfaces_name(otel: Harness)
         client.post("http://rpc.test/a2a", json=request, headers=V1)
         client.get("http://cards.test/.well-known/agent-card.json")
         client.post("http://rpc.test/a2a", json=request, headers=V1)
-    before, after = (dict(s.attributes or {}) for s in otel.spans("A2A GetTask"))
-    assert "a2a.agent.name" not in before
-    assert (after["a2a.agent.name"], after["a2a.agent.url"]) == ("Billing", "http://cards.test")
-    assert after["a2a.card.etag"] == '"b-1"'
+    before, after = (dict(s.attributes or {}) for s in otel.spans("GetTask"))
+    assert "gen_ai.agent.name" not in before
+    assert (after["gen_ai.agent.name"], after["otel_a2a.agent.url"]) == (
+        "Billing",
+        "http://cards.test",
+    )
+    assert after["otel_a2a.card.etag"] == '"b-1"'
 
 
 def test_the_stale_gauge_counts_silent_non_terminal_tasks_per_agent(
     otel: Harness, clock: Clock
 ) -> None:
-    """``a2a.tasks.stale`` shows a silent divergence with no decision taken."""
+    """``otel_a2a.task.stale`` shows a silent divergence with no decision taken."""
     agent = FakeAgent(
         heartbeat=5, states={"t1": "TASK_STATE_WORKING", "t2": "TASK_STATE_COMPLETED"}
     )
@@ -629,8 +644,8 @@ def test_the_stale_gauge_counts_silent_non_terminal_tasks_per_agent(
         client.get("/.well-known/agent-card.json")
         agent.rpc(client, "GetTask", {"id": "t1"})
         agent.rpc(client, "GetTask", {"id": "t2"})
-        assert otel.total("a2a.tasks.stale", a2a__agent__name="Fake Agent") == 0
+        assert otel.total("otel_a2a.task.stale", a2a__agent__name="Fake Agent") == 0
         clock.advance(6)  # past the heartbeat: t1 is stale, t2 has ended (never stale)
-        assert otel.total("a2a.tasks.stale", a2a__agent__name="Fake Agent") == 1
+        assert otel.total("otel_a2a.task.stale", a2a__agent__name="Fake Agent") == 1
         agent.rpc(client, "GetTask", {"id": "t1"})  # observed again
-        assert otel.total("a2a.tasks.stale", a2a__agent__name="Fake Agent") == 0
+        assert otel.total("otel_a2a.task.stale", a2a__agent__name="Fake Agent") == 0

@@ -117,10 +117,10 @@ def test_grpc_instrumentation_span_is_our_child(
     mine = {s.context.span_id: s for s in spans if s.name.startswith("A2A ")}
     grpc_spans = _scope(spans, GRPC_SCOPE)
     assert [s.name for s in mine.values()] == [
-        "A2A GetTask",
-        "A2A SendStreamingMessage",
-        "A2A GetTask",
-        "A2A SendStreamingMessage",
+        "GetTask",
+        "SendStreamingMessage",
+        "GetTask",
+        "SendStreamingMessage",
     ]
     assert len(grpc_spans) == 4
     for span in grpc_spans:
@@ -129,8 +129,8 @@ def test_grpc_instrumentation_span_is_our_child(
         assert span.name == "/lf.a2a.v1.A2AService/" + parent.name.removeprefix("A2A ")
     for span in mine.values():  # ours are roots: no context leaked from one call to the next
         assert span.parent is None
-        assert (span.attributes or {})["rpc.grpc.status_code"] == 0
-    assert otel.points("a2a.instrumentation.errors") == []
+        assert (span.attributes or {})["rpc.response.status_code"] == 0
+    assert otel.points("otel_a2a.instrumentation.errors") == []
     assert {(m, n): getattr(m, n) for m, n in ORIGINALS} == ORIGINALS
 
 
@@ -164,10 +164,10 @@ def test_a2a_sdk_tracing_coexists(
     ours = _scope(spans, "otel_a2a")
     sdk = _scope(spans, SDK_SCOPE)
     assert [s.name for s in ours] == [
-        "A2A GetAgentCard",
-        "A2A SendMessage",
-        "A2A GetTask",
-        "A2A SendMessage",
+        "GetAgentCard",
+        "SendMessage",
+        "GetTask",
+        "SendMessage",
     ]
     sdk_by_id = {s.context.span_id: s for s in sdk}
     assert "a2a.client.transports.grpc.GrpcTransport.get_task" in {s.name for s in sdk}
@@ -175,9 +175,9 @@ def test_a2a_sdk_tracing_coexists(
         assert span.parent is not None and span.parent.span_id in sdk_by_id, span.name
     for span in sdk:
         assert not any(k.startswith("a2a.") for k in span.attributes or {}), span.name
-    first, follow_up = otel.spans("A2A SendMessage")
+    first, follow_up = otel.spans("SendMessage")
     assert divergences(first) == [] and divergences(follow_up) == ["no_observation"]
-    assert otel.total("a2a.divergence") == 1
+    assert otel.total("otel_a2a.divergence") == 1
 
 
 def test_channel_made_before_instrument(otel_free: None) -> None:
@@ -199,9 +199,9 @@ def test_channel_made_before_instrument(otel_free: None) -> None:
             finally:
                 instrumentor.uninstrument()
                 await channel.close()
-            assert [s.name for s in otel.spans()] == ["A2A GetTask", "A2A GetTask"]
+            assert [s.name for s in otel.spans()] == ["GetTask", "GetTask"]
             for span in otel.spans():
-                assert (span.attributes or {})["a2a.agent.url"] == "grpc://" + target
+                assert (span.attributes or {})["otel_a2a.agent.url"] == "grpc://" + target
 
         asyncio.run(aio())
         sync_channel.close()

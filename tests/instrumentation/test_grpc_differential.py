@@ -165,29 +165,37 @@ def test_instrumented_application_sees_exactly_the_same() -> None:
     assert plain["aio"]["stream/cancel"]["exception"] == "CancelledError"
     assert plain == instrumented
 
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
     codes = sorted(
-        ((s.name, _attr(s, "rpc.grpc.status_code"), _attr(s, "error.type")) for s in otel.spans()),
+        (
+            (s.name, _attr(s, "rpc.response.status_code"), _attr(s, "error.type"))
+            for s in otel.spans()
+        ),
         key=str,
     )
     ok, not_found, deadline, unavailable = 0, 5, 4, 14
     internal, cancelled = 13, 1
     per_style = [
-        ("A2A GetTask", ok, None),
-        ("A2A GetTask", not_found, "TASK_NOT_FOUND"),
-        ("A2A GetTask", deadline, "DEADLINE_EXCEEDED"),
-        ("A2A GetTask", unavailable, "UNAVAILABLE"),
-        ("A2A SendStreamingMessage", ok, None),
-        ("A2A SendStreamingMessage", internal, "INTERNAL"),
-        ("A2A SendStreamingMessage", cancelled, "CANCELLED"),
+        ("GetTask", ok, None),
+        ("GetTask", not_found, "TASK_NOT_FOUND"),
+        ("GetTask", deadline, "DEADLINE_EXCEEDED"),
+        ("GetTask", unavailable, "UNAVAILABLE"),
+        ("SendStreamingMessage", ok, None),
+        ("SendStreamingMessage", internal, "INTERNAL"),
+        ("SendStreamingMessage", cancelled, "CANCELLED"),
     ]
-    sync_future = [("A2A GetTask", not_found, "TASK_NOT_FOUND")]
+    sync_future = [("GetTask", not_found, "TASK_NOT_FOUND")]
     assert codes == sorted(per_style * 2 + sync_future, key=str)
     # the streams that ended before a terminal state ended abnormally; none diverged
     abnormal = [
-        s for s in otel.spans() if any(e.name == "a2a.stream.abnormal_end" for e in s.events)
+        s for s in otel.spans() if any(e.name == "otel_a2a.stream.abnormal_end" for e in s.events)
     ]
-    assert sorted((s.attributes or {})["rpc.grpc.status_code"] for s in abnormal) == [1, 1, 13, 13]
+    assert sorted((s.attributes or {})["rpc.response.status_code"] for s in abnormal) == [
+        1,
+        1,
+        13,
+        13,
+    ]
     assert [divergences(s) for s in otel.spans() if divergences(s)] == []
 
 
@@ -202,12 +210,12 @@ def test_task_lost_from_the_status_details(otel: Harness) -> None:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
         else:
             raise AssertionError("the agent remembered the task")
-    first, second = otel.spans("A2A GetTask")
+    first, second = otel.spans("GetTask")
     assert (first.attributes or {})["a2a.task.state"] == "working"
     assert divergences(second) == ["task_lost"]
     assert (second.attributes or {})["error.type"] == "TASK_NOT_FOUND"
-    assert otel.total("a2a.divergence", a2a__divergence__reason="task_lost") == 1
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="task_lost") == 1
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
 def _span_ends(otel: Harness, name: str, deadline: float = 10.0) -> list[Any]:
@@ -241,7 +249,7 @@ def test_a_dropped_stream_ends_its_span(otel: Harness) -> None:
             next(call)
             del call
             gc.collect()
-            [sync_span] = _span_ends(otel, "A2A SendStreamingMessage")
+            [sync_span] = _span_ends(otel, "SendStreamingMessage")
 
         async def aio() -> None:
             async with grpc.aio.insecure_channel(target) as channel:
@@ -255,20 +263,20 @@ def test_a_dropped_stream_ends_its_span(otel: Harness) -> None:
                 del call
                 gc.collect()
                 for _ in range(100):  # let the loop run the cancellation's callbacks
-                    if len(otel.spans("A2A SendStreamingMessage")) == 2:
+                    if len(otel.spans("SendStreamingMessage")) == 2:
                         break
                     await asyncio.sleep(0.01)
 
         asyncio.run(aio())
-    spans = _span_ends(otel, "A2A SendStreamingMessage")
+    spans = _span_ends(otel, "SendStreamingMessage")
     assert len(spans) == 2
     for span in spans:  # submitted only: the stream ended before any terminal state
-        assert [e.name for e in span.events] == ["a2a.stream.abnormal_end"]
+        assert [e.name for e in span.events] == ["otel_a2a.stream.abnormal_end"]
     # ended by the cancellation grpc makes of a dropped call (CANCELLED), or by the drop
     # itself when that comes first (no status: the application never got one)
-    assert {_attr(s, "rpc.grpc.status_code") for s in spans} <= {None, 1}
+    assert {_attr(s, "rpc.response.status_code") for s in spans} <= {None, 1}
     assert sync_span in spans
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
 class _Boom(RuntimeError):
@@ -299,7 +307,7 @@ def test_internal_failures_are_counted_never_raised(
         reply, messages = asyncio.run(aio(target))
         assert reply.id == "ok" and len(messages) == 3
         assert len(sync["stream/ok"]["messages"]) == 3 and "reply" in sync["unary/ok"]
-        observed = otel.total("a2a.instrumentation.errors", error__type="_Boom")
+        observed = otel.total("otel_a2a.instrumentation.errors", error__type="_Boom")
         assert observed > 0
         assert all(s.end_time is not None for s in otel.spans())  # every span ended
 
@@ -308,7 +316,7 @@ def test_internal_failures_are_counted_never_raised(
         reply, messages = asyncio.run(aio(target))
         assert reply.id == "ok" and len(messages) == 3
         assert otel.spans() == []  # not recognised: unobserved, counted
-        assert otel.total("a2a.instrumentation.errors", error__type="_Boom") == observed + 2
+        assert otel.total("otel_a2a.instrumentation.errors", error__type="_Boom") == observed + 2
 
 
 def test_a_peer_streaming_endless_task_ids_costs_bounded_memory(
@@ -325,10 +333,10 @@ def test_a_peer_streaming_endless_task_ids_costs_bounded_memory(
                 response_deserializer=a2a_pb2.StreamResponse.FromString,
             )
             assert len(list(stream(_request("flood"), metadata=V1, timeout=30.0))) == 2001
-        [span] = otel.spans("A2A SendStreamingMessage")
+        [span] = otel.spans("SendStreamingMessage")
         assert len(span.events) <= 128  # the SDK's span event limit
-        assert sum(v for _, v in otel.points("a2a.tasks.tracked")) == 100
-        assert otel.total("a2a.tasks.evicted") == 1901
-        assert otel.total("a2a.instrumentation.errors") == 0
+        assert sum(v for _, v in otel.points("otel_a2a.task.tracked")) == 100
+        assert otel.total("otel_a2a.task.evicted") == 1901
+        assert otel.total("otel_a2a.instrumentation.errors") == 0
     finally:
         instrumentor.uninstrument()

@@ -139,4 +139,4 @@ def test_every_metadata_form_reaches_the_agent_unchanged() -> None:
         (s.attributes or {}).get("a2a.protocol.version") for s in otel.spans() if s.attributes
     }
     assert versions == {"1.0", "0.3"}  # 0.3: no a2a-version metadata, as the spec says
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.instrumentation.errors") == 0

@@ -66,13 +66,13 @@ def test_v03_errors_carry_error_info_without_the_class_prefix(
     assert _status_details(python) == []
     assert _status_details(go) == [("TASK_NOT_FOUND", "a2a-protocol.org")]
 
-    spans = otel.spans("A2A GetTask")
+    spans = otel.spans("GetTask")
     assert len(spans) == 2
     for span in spans:
         assert attrs(span)["a2a.protocol.version"] == "0.3"
         assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
-        assert attrs(span)["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
-    assert otel.total("a2a.instrumentation.errors") == 0
+        assert attrs(span)["rpc.response.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
 @pytest.mark.parametrize("version", [None, "0.3", "9.9"])
@@ -91,10 +91,10 @@ def test_a2a_version_metadata_is_not_checked(
     with grpc.insecure_channel(go_grpc_peer.grpc_target) as channel:
         reply = a2a_pb2_grpc.A2AServiceStub(channel).SendMessage(request, metadata=metadata)
     assert canonical(reply.task.status.state) == "completed"
-    span = otel.span("A2A SendMessage")
+    span = otel.span("SendMessage")
     assert attrs(span)["a2a.task.state"] == "completed"
-    assert attrs(span)["a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
-    assert attrs(span)["rpc.grpc.status_code"] == 0
+    assert attrs(span)["otel_a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
+    assert attrs(span)["rpc.response.status_code"] == 0
 
 
 def _v1(channel: grpc.Channel) -> a2a_pb2_grpc.A2AServiceStub:
@@ -126,11 +126,11 @@ def test_no_active_execution_is_no_lost_task(otel: Harness, go_grpc_peer: Runnin
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert "no active execution" in (caught.value.details() or "")
     assert _status_details(caught.value) == [("TASK_NOT_FOUND", "a2a-protocol.org")]
-    span = otel.span("A2A SubscribeToTask")
+    span = otel.span("SubscribeToTask")
     assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
     assert divergences(span) == []
-    assert otel.total("a2a.divergence") == 0
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.divergence") == 0
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
 def test_a_refused_cancel_states_the_task_s_state(otel: Harness, go_grpc_peer: RunningPeer) -> None:
@@ -155,12 +155,12 @@ def test_a_refused_cancel_states_the_task_s_state(otel: Harness, go_grpc_peer: R
         with pytest.raises(grpc.RpcError) as caught:
             stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task.id), metadata=V1)
     assert "TASK_STATE_COMPLETED" in (caught.value.details() or "")
-    cancel = otel.span("A2A CancelTask")
+    cancel = otel.span("CancelTask")
     assert divergences(cancel) == []  # judged before it left, on `input-required`
     assert attrs(cancel)["error.type"] == "TASK_NOT_CANCELABLE"
     with liveness_decision(task.id, agent=f"grpc://{target}"):
         pass
     reason = "a2a__divergence__reason"
-    assert otel.total("a2a.divergence", **{reason: "terminal_state"}) == 1
-    assert otel.total("a2a.divergence") == 1
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.divergence", **{reason: "terminal_state"}) == 1
+    assert otel.total("otel_a2a.divergence") == 1
+    assert otel.total("otel_a2a.instrumentation.errors") == 0

@@ -10,7 +10,7 @@ them (``grpc_channel_factory=grpc.aio.insecure_channel``, resolved at call time:
 are made while instrumented); v0.3 is selected by handing the factory the card with only its 0.3
 gRPC interface, and has no ListTasks. The sync channel is driven through the generated stub, as
 a sync application would. The card is fetched over HTTP by the instrumented httpx client, so
-gRPC calls are attributed to the agent (``a2a.agent.url`` the card's base URL) under its etag.
+gRPC calls are attributed to the agent (``otel_a2a.agent.url`` the card's base URL) under its etag.
 No sleeps: every wait is on what the peer sends.
 """
 
@@ -103,23 +103,23 @@ def task_attrs(
 ) -> dict[str, Any]:
     """The exact attribute set of a gRPC task span that carried ``task`` in ``state``."""
     out: dict[str, Any] = {
-        "rpc.system": "a2a",
+        "rpc.system.name": "a2a",
         "rpc.method": op,
-        "a2a.operation": op,
+        "a2a.method.name": op,
         "a2a.protocol.version": mode.version,
-        "a2a.binding": "GRPC",
-        "a2a.agent.url": agent.base,
-        "a2a.agent.name": agent.name,
-        "a2a.card.etag": agent.etag,
+        "otel_a2a.binding": "GRPC",
+        "otel_a2a.agent.url": agent.base,
+        "gen_ai.agent.name": agent.name,
+        "otel_a2a.card.etag": agent.etag,
         "a2a.task.id": task.id,
-        "a2a.context.id": task.context_id,
+        "gen_ai.conversation.id": task.context_id,
         "a2a.task.state": state,
-        "a2a.task.state.raw": wire(mode, state),
-        "a2a.observation.authoritative": True,
-        "rpc.grpc.status_code": 0,
+        "otel_a2a.task.state.raw": wire(mode, state),
+        "otel_a2a.observation.authoritative": True,
+        "rpc.response.status_code": 0,
     }
     if decision:
-        out["a2a.liveness.decision"] = True
+        out["otel_a2a.liveness.decision"] = True
     return out
 
 
@@ -153,34 +153,34 @@ def test_send_get_list_cancel(otel: Harness, peer: RunningPeer, mode: Mode) -> N
     slow_state, polled_state = canonical(slow.status.state), canonical(polled.status.state)
     assert slow_state in ("submitted", "working") and polled_state in ("submitted", "working")
 
-    assert [attrs(s) for s in otel.spans("A2A SendMessage")] == [
+    assert [attrs(s) for s in otel.spans("SendMessage")] == [
         task_attrs(agent, mode, "SendMessage", done, "completed"),
         task_attrs(agent, mode, "SendMessage", slow, slow_state),
     ]
-    assert [attrs(s) for s in otel.spans("A2A GetTask")] == [
+    assert [attrs(s) for s in otel.spans("GetTask")] == [
         task_attrs(agent, mode, "GetTask", done, "completed"),
         task_attrs(agent, mode, "GetTask", slow, polled_state),
     ]
-    cancel = otel.span("A2A CancelTask")
+    cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
-    names = ["A2A GetAgentCard", "A2A SendMessage", "A2A GetTask"]
+    names = ["GetAgentCard", "SendMessage", "GetTask"]
     if mode.version == "1.0":
         assert [t.id for t in seen["listed"].tasks] == [done.id]
-        span = otel.span("A2A ListTasks")
+        span = otel.span("ListTasks")
         assert attrs(span) == task_attrs(agent, mode, "ListTasks", done, "completed")
-        names.append("A2A ListTasks")
-    names += ["A2A SendMessage", "A2A GetTask", "A2A CancelTask"]
+        names.append("ListTasks")
+    names += ["SendMessage", "GetTask", "CancelTask"]
     assert [s.name for s in otel.spans()] == names
     assert all(s.kind.name == "CLIENT" for s in otel.spans())
     assert all(s.events == () for s in otel.spans())
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     # GetTask on the completed task, and on the slow one right after its SendMessage
-    assert otel.points("a2a.task.get.redundant") == [({"a2a.agent.name": agent.name}, 2)]
+    assert otel.points("otel_a2a.task.get.redundant") == [({"gen_ai.agent.name": agent.name}, 2)]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
 def test_streams_status_events_and_follow_up(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
@@ -197,14 +197,14 @@ def test_streams_status_events_and_follow_up(otel: Harness, peer: RunningPeer, m
     seen = run(scenario())
     agent: Agent = seen["agent"]
     echo, asked, waiting, followed = seen["echo"], seen["asked"], seen["waiting"], seen["followed"]
-    streams = otel.spans("A2A SendStreamingMessage")
+    streams = otel.spans("SendStreamingMessage")
     assert len(streams) == 2
     assert status_events(streams[0]) == streamed_updates(mode, echo)
     assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
     assert status_events(streams[1]) == streamed_updates(mode, asked)
     assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
     for span in streams:  # terminal or interrupted at the end: no abnormal end
-        assert [e.name for e in span.events] == ["a2a.task.status", "a2a.task.status"]
+        assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert attrs(streams[0]) == task_attrs(
         agent, mode, "SendStreamingMessage", echo[0].task, "completed"
     )
@@ -212,14 +212,14 @@ def test_streams_status_events_and_follow_up(otel: Harness, peer: RunningPeer, m
         agent, mode, "SendStreamingMessage", waiting, "input-required"
     )
     assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
-    send = otel.span("A2A SendMessage")
+    send = otel.span("SendMessage")
     expected = task_attrs(agent, mode, "SendMessage", followed, "completed", decision=True)
     assert attrs(send) == expected
     assert send.events == ()
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
@@ -242,13 +242,13 @@ def test_subscribe_then_cancel(otel: Harness, peer: RunningPeer, mode: Mode) -> 
     # a2a-go's executor may write its working update after the subscription opened
     states = [canonical(e.status_update.status.state) for e in rest]
     assert states[-1:] == ["canceled"] and set(states[:-1]) <= {"working"}
-    span = otel.span("A2A SubscribeToTask")
+    span = otel.span("SubscribeToTask")
     assert attrs(span) == task_attrs(agent, mode, "SubscribeToTask", slow, "canceled")
     assert status_events(span) == streamed_updates(mode, [first, *rest])
-    assert [e.name for e in span.events] == ["a2a.task.status"] * len(rest)
-    cancel = otel.span("A2A CancelTask")
+    assert [e.name for e in span.events] == ["otel_a2a.task.status"] * len(rest)
+    cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -280,12 +280,12 @@ def test_stream_left_working_is_an_abnormal_end(
 
     seen = run(scenario())
     task = seen["task"]
-    span = next(iter(otel.spans("A2A SendStreamingMessage")))
-    ends = [e for e in span.events if e.name == "a2a.stream.abnormal_end"]
+    span = next(iter(otel.spans("SendStreamingMessage")))
+    ends = [e for e in span.events if e.name == "otel_a2a.stream.abnormal_end"]
     assert [dict(e.attributes or {}) for e in ends] == [
         {"a2a.task.id": task.id, "a2a.task.state": "working"}
     ]
-    assert attrs(span)["rpc.grpc.status_code"] == 0
+    assert attrs(span)["rpc.response.status_code"] == 0
 
 
 def test_task_not_found_status(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
@@ -307,8 +307,8 @@ def test_task_not_found_status(otel: Harness, peer: RunningPeer, mode: Mode) -> 
     # for the host there; otel-a2a reads the status code and ErrorInfo reason either way
     v03_go = peer.runtime == "go" and mode.version == "0.3"
     assert type(error).__name__ == ("A2AClientError" if v03_go else "TaskNotFoundError")
-    span = otel.span("A2A GetTask")
-    assert attrs(span)["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+    span = otel.span("GetTask")
+    assert attrs(span)["rpc.response.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
     assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
     assert span.status.status_code.name == "ERROR"
     assert attrs(span)["a2a.task.id"] == "no-such-task"
@@ -326,29 +326,29 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: RunningPeer) ->
 
     seen = run(scenario())
     agent: Agent = seen["agent"]
-    assert [s.name for s in otel.spans()] == ["A2A GetAgentCard", "A2A SendMessage"]
-    send = otel.span("A2A SendMessage")
+    assert [s.name for s in otel.spans()] == ["GetAgentCard", "SendMessage"]
+    send = otel.span("SendMessage")
     assert attrs(send) == task_attrs(
         agent, V1, "SendMessage", seen["followed"], "completed", decision=True
     )
     assert [(e.name, dict(e.attributes or {})) for e in send.events] == [
         (
-            "a2a.divergence",
+            "otel_a2a.divergence",
             {
-                "a2a.divergence.reason": "no_observation",
+                "otel_a2a.divergence.reason": "no_observation",
                 "a2a.task.id": seen["elsewhere"].id,
-                "a2a.card.heartbeat_interval": HEARTBEAT,
-                "a2a.card.etag": agent.etag,
+                "otel_a2a.card.heartbeat_interval": HEARTBEAT,
+                "otel_a2a.card.etag": agent.etag,
             },
         )
     ]
     assert divergences(send) == ["no_observation"]
-    assert otel.points("a2a.divergence") == [
+    assert otel.points("otel_a2a.divergence") == [
         (
             {
-                "a2a.divergence.reason": "no_observation",
-                "a2a.operation": "SendMessage",
-                "a2a.agent.name": agent.name,
+                "otel_a2a.divergence.reason": "no_observation",
+                "a2a.method.name": "SendMessage",
+                "gen_ai.agent.name": agent.name,
             },
             1,
         )
@@ -379,13 +379,13 @@ def test_sync_channel_unary_and_stream(otel: Harness, peer: RunningPeer) -> None
             stub.GetTask(a2a_pb2.GetTaskRequest(id="missing"), metadata=metadata)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert canonical(got.status.state) == "completed"
-    stream_span = otel.span("A2A SendStreamingMessage")
+    stream_span = otel.span("SendStreamingMessage")
     assert attrs(stream_span) == task_attrs(agent, V1, "SendStreamingMessage", task, "completed")
     assert status_events(stream_span) == streamed_updates(V1, events)
-    gets = otel.spans("A2A GetTask")
+    gets = otel.spans("GetTask")
     assert [attrs(s) for s in gets[:2]] == [task_attrs(agent, V1, "GetTask", task, "completed")] * 2
     assert attrs(gets[2])["error.type"] == "TASK_NOT_FOUND"
-    assert otel.total("a2a.instrumentation.errors") == 0
+    assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
 def test_push_config_creation_is_a_decision(otel: Harness, peer: RunningPeer) -> None:
@@ -409,16 +409,16 @@ def test_push_config_creation_is_a_decision(otel: Harness, peer: RunningPeer) ->
     seen = run(scenario())
     agent: Agent = seen["agent"]
     assert seen["error"] is not None  # the peer's card says push_notifications=False
-    span = otel.span("A2A CreateTaskPushNotificationConfig")
+    span = otel.span("CreateTaskPushNotificationConfig")
     span_attrs = attrs(span)
-    assert span_attrs["a2a.liveness.decision"] is True
+    assert span_attrs["otel_a2a.liveness.decision"] is True
     assert span_attrs["a2a.task.id"] == seen["waiting"].id
-    assert span_attrs["a2a.binding"] == "GRPC"
-    assert span_attrs["rpc.grpc.status_code"] != 0 and "error.type" in span_attrs
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert span_attrs["otel_a2a.binding"] == "GRPC"
+    assert span_attrs["rpc.response.status_code"] != 0 and "error.type" in span_attrs
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
 
 
 def test_extended_card_over_grpc(otel: Harness, peer: RunningPeer) -> None:
@@ -441,23 +441,23 @@ def test_extended_card_over_grpc(otel: Harness, peer: RunningPeer) -> None:
     agent: Agent = seen["agent"]
     extended = seen["extended"]
     assert extended.version == "1.0.0-extended"
-    span = otel.span("A2A GetExtendedAgentCard")
+    span = otel.span("GetExtendedAgentCard")
     expected_etag = extended_card_etag(MessageToDict(extended))
     assert expected_etag is not None and expected_etag != agent.etag
     assert attrs(span) == {
-        "rpc.system": "a2a",
+        "rpc.system.name": "a2a",
         "rpc.method": "GetExtendedAgentCard",
-        "a2a.operation": "GetExtendedAgentCard",
+        "a2a.method.name": "GetExtendedAgentCard",
         "a2a.protocol.version": "1.0",
-        "a2a.binding": "GRPC",
-        "a2a.agent.url": agent.base,
-        "a2a.agent.name": agent.name,
-        "a2a.card.etag": expected_etag,
-        "a2a.card.version": "1.0.0-extended",
-        "a2a.card.streaming": True,
-        "a2a.card.heartbeat_interval": HEARTBEAT,
-        "rpc.grpc.status_code": 0,
+        "otel_a2a.binding": "GRPC",
+        "otel_a2a.agent.url": agent.base,
+        "gen_ai.agent.name": agent.name,
+        "otel_a2a.card.etag": expected_etag,
+        "gen_ai.agent.version": "1.0.0-extended",
+        "otel_a2a.card.streaming": True,
+        "otel_a2a.card.heartbeat_interval": HEARTBEAT,
+        "rpc.response.status_code": 0,
     }
-    send = otel.span("A2A SendMessage")
-    assert attrs(send)["a2a.card.etag"] == agent.etag  # the etag in force did not move
-    assert otel.total("a2a.card.etag.changes") == 0
+    send = otel.span("SendMessage")
+    assert attrs(send)["otel_a2a.card.etag"] == agent.etag  # the etag in force did not move
+    assert otel.total("otel_a2a.card.etag.changes") == 0

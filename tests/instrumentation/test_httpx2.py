@@ -141,7 +141,7 @@ def _read_async(lib: ModuleType, scenario: Scenario) -> None:
     _drive(scenario, send, client.aclose)
 
 
-_IDS = ("a2a.task.id", "a2a.context.id", "a2a.task.id.requested")
+_IDS = ("a2a.task.id", "gen_ai.conversation.id", "otel_a2a.task.id.requested")
 
 
 def _observed(harness: Harness) -> dict[str, Any]:
@@ -154,7 +154,7 @@ def _observed(harness: Harness) -> dict[str, Any]:
         for key, value in dict(found or {}).items():
             if key in _IDS:
                 value = ids.setdefault(value, f"id-{len(ids)}")
-            if key != "a2a.observation.age":
+            if key != "otel_a2a.observation.age":
                 out[key] = value
         return out
 
@@ -198,20 +198,20 @@ def test_httpx2_is_observed_as_httpx_is(
     # and what both saw is the scenario's: its spans, states, decisions and the divergence
     spans = through_httpx["spans"]
     assert [s[0] for s in spans] == [
-        "A2A GetAgentCard",
-        *("A2A SendMessage", "A2A GetTask", "A2A SendMessage"),
-        *("A2A SendStreamingMessage", "A2A SendMessage"),
+        "GetAgentCard",
+        *("SendMessage", "GetTask", "SendMessage"),
+        *("SendStreamingMessage", "SendMessage"),
     ]
     states = [s[3].get("a2a.task.state") for s in spans]
     assert states == [None, "input-required", "input-required", *["completed"] * 3]
-    assert [e for e, _ in spans[4][4]] == ["a2a.task.status", "a2a.task.status"]
-    assert [(e, a["a2a.divergence.reason"]) for e, a in spans[5][4]] == [
-        ("a2a.divergence", "no_observation")
+    assert [e for e, _ in spans[4][4]] == ["otel_a2a.task.status", "otel_a2a.task.status"]
+    assert [(e, a["otel_a2a.divergence.reason"]) for e, a in spans[5][4]] == [
+        ("otel_a2a.divergence", "no_observation")
     ]
-    assert spans[3][3]["a2a.liveness.decision"] is True and spans[3][4] == []
+    assert spans[3][3]["otel_a2a.liveness.decision"] is True and spans[3][4] == []
     metrics = through_httpx["metrics"]
-    assert "a2a.instrumentation.errors" not in metrics
-    assert len(metrics["a2a.liveness.decisions"]) == 2  # authoritative, divergent
+    assert "otel_a2a.instrumentation.errors" not in metrics
+    assert len(metrics["otel_a2a.liveness.decisions"]) == 2  # authoritative, divergent
 
 
 # -- what is wrapped ------------------------------------------------------------------------------
@@ -324,7 +324,7 @@ def test_httpx2_aliased_as_httpx_is_wrapped_once() -> None:
         """
     )
     assert seen["same"] is True and seen["layers"] == 1
-    assert seen["spans"] == ["A2A GetTask"] and seen["restored"] is True
+    assert seen["spans"] == ["GetTask"] and seen["restored"] is True
 
 
 def test_each_library_is_wrapped_once_it_is_imported() -> None:
@@ -398,7 +398,7 @@ def test_a_library_that_cannot_be_wrapped_is_reported_not_raised(
     """The import hook runs inside the application's ``import``: a module that cannot be
     wrapped (here one without the httpx API) is counted and logged, never raised there."""
     libraries._imported("httpx2", ModuleType("httpx2"))
-    assert otel.total("a2a.instrumentation.errors", error__type="AttributeError") == 1
+    assert otel.total("otel_a2a.instrumentation.errors", error__type="AttributeError") == 1
     [warning] = [r.getMessage() for r in caplog.records if r.name == "otel_a2a"]
     assert warning.startswith("otel-a2a: httpx2 could not be instrumented (AttributeError")
     assert [w.module for w in libraries._wrapped] == [httpx, httpx2]  # the real ones, still

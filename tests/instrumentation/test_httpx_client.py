@@ -71,10 +71,10 @@ def test_a_response_dropped_unread_ends_its_span_at_the_next_request(
         response = client.send(request, stream=True)
         del response
         gc.collect()
-        assert otel.spans("A2A GetTask") == []
+        assert otel.spans("GetTask") == []
         collected = time.time_ns()
         assert client.get("/health").text == "ok"  # any request through the client
-    (span,) = otel.spans("A2A GetTask")
+    (span,) = otel.spans("GetTask")
     assert span.end_time is not None and span.end_time <= collected
     assert (span.attributes or {}).get("a2a.task.id") == "t1"
 
@@ -90,8 +90,8 @@ def test_a_stream_left_after_one_frame_ends_with_an_abnormal_end(
         del response, _line
         gc.collect()
         client.get("/health")
-    span = otel.span("A2A SubscribeToTask")
-    assert [e.name for e in span.events] == ["a2a.task.status", "a2a.stream.abnormal_end"]
+    span = otel.span("SubscribeToTask")
+    assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.stream.abnormal_end"]
     assert (span.attributes or {})["a2a.task.state"] == "working"
 
 
@@ -102,10 +102,10 @@ def test_uninstrument_ends_the_spans_of_dropped_responses() -> None:
             request = client.build_request("POST", "/a2a", json=GET, headers=V1)
             client.send(request, stream=True)  # dropped at once
             gc.collect()
-            assert harness.spans("A2A GetTask") == []
+            assert harness.spans("GetTask") == []
     finally:
         instrumentor.uninstrument()
-    assert len(harness.spans("A2A GetTask")) == 1
+    assert len(harness.spans("GetTask")) == 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -124,14 +124,14 @@ def test_an_async_stream_left_unclosed_ends_its_span(
                 break
             del response
             deadline = time.monotonic() + 30
-            while not otel.spans("A2A SubscribeToTask") and time.monotonic() < deadline:
+            while not otel.spans("SubscribeToTask") and time.monotonic() < deadline:
                 gc.collect()
                 await anyio.sleep(0)  # let the loop run its async-generator finaliser
                 await client.get("/health")
 
     anyio.run(main, backend=backend)
-    span = otel.span("A2A SubscribeToTask")
-    assert [e.name for e in span.events] == ["a2a.task.status", "a2a.stream.abnormal_end"]
+    span = otel.span("SubscribeToTask")
+    assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.stream.abnormal_end"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -172,7 +172,7 @@ def test_the_sdk_set_up_runs_off_the_event_loop(
     assert loop_ran.is_set()
     assert len(setup_threads) == 1 and setup_threads[0] != loop_thread
     assert rt.setup_pending is None
-    assert len(otel.spans("A2A GetTask")) == 1
+    assert len(otel.spans("GetTask")) == 1
 
 
 def test_ending_dropped_responses_never_re_enters_a_span_processor(otel: Harness) -> None:
@@ -198,7 +198,7 @@ def test_ending_dropped_responses_never_re_enters_a_span_processor(otel: Harness
         gc.collect()
         client.get("/health")
     webhook.close()
-    assert ended == ["A2A GetTask", "A2A GetTask"]
+    assert ended == ["GetTask", "GetTask"]
     assert deepest == [1]
 
 
@@ -264,7 +264,7 @@ def test_the_sdk_set_up_needs_no_token_of_the_default_thread_limiter(
 
     anyio.run(main, backend=backend)
     assert rt.setup_pending is None
-    assert len(otel.spans("A2A GetTask")) == 1
+    assert len(otel.spans("GetTask")) == 1
 
 
 _EXIT_SCRIPT = """
@@ -306,7 +306,7 @@ def test_a_dropped_response_is_exported_at_exit_before_the_provider_shuts_down()
         [sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:2] == ["exported A2A GetTask", "shutdown"]
+    assert done.stdout.split("\n")[:2] == ["exported GetTask", "shutdown"]
 
 
 def test_the_header_fast_path_reads_what_the_public_path_reads(http_lib: ModuleType) -> None:

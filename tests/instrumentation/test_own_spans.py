@@ -60,7 +60,7 @@ def _get_task(harness: Harness) -> dict[str, Any]:
     with agent.client() as client:
         client.get("/.well-known/agent-card.json")
         agent.rpc(client, "GetTask", {"id": "t1"})
-    spans = harness.spans("A2A GetTask")
+    spans = harness.spans("GetTask")
     return dict(spans[-1].attributes or {})
 
 
@@ -112,9 +112,9 @@ def test_both_paths_make_the_same_span(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(own_spans, "_WRITABLE", None)
     through_api = _conversation()
     assert direct == through_api
-    assert [name for name, _ in direct].count("A2A GetTask") == 2
+    assert [name for name, _ in direct].count("GetTask") == 2
     last = dict(direct[-1][1])
-    assert last["a2a.task.state"] == "working" and last["a2a.card.etag"] == 'W/"v2"'
+    assert last["a2a.task.state"] == "working" and last["otel_a2a.card.etag"] == 'W/"v2"'
 
 
 def test_an_application_processor_sees_the_start_attributes(otel: Harness) -> None:
@@ -124,8 +124,8 @@ def test_an_application_processor_sees_the_start_attributes(otel: Harness) -> No
     assert not _unread(otel)  # now an application's processor reads them at start
     attrs = _get_task(otel)
     assert attrs["a2a.task.state"] == "working" and attrs["a2a.task.id"] == "t1"
-    started = recorder.seen["A2A GetTask"]
-    assert started["a2a.task.id"] == "t1" and started["rpc.system"] == "a2a"
+    started = recorder.seen["GetTask"]
+    assert started["a2a.task.id"] == "t1" and started["rpc.system.name"] == "a2a"
     assert "a2a.task.state" not in started  # known only from the response
 
 
@@ -138,7 +138,7 @@ def test_a_sampler_set_on_the_tracer_later_is_seen_and_uninstrument_forgets() ->
         rt.tracer.sampler = sampler  # type: ignore[attr-defined]
         assert not _unread(harness)
         _get_task(harness)
-        assert sampler.seen["A2A GetTask"]["a2a.task.id"] == "t1"
+        assert sampler.seen["GetTask"]["a2a.task.id"] == "t1"
     finally:
         instrumentor.uninstrument()
     assert own_spans._quiet[0] is None  # nothing of that provider is kept
@@ -150,15 +150,15 @@ def test_an_application_sampler_sees_the_start_attributes(
     harness, sampler = sampled
     assert not _unread(harness)
     attrs = _get_task(harness)
-    assert sampler.seen["A2A GetTask"]["a2a.task.id"] == "t1"
-    assert sampler.seen["A2A GetTask"]["a2a.operation"] == "GetTask"
-    assert attrs["a2a.task.state.raw"] == "TASK_STATE_WORKING"
+    assert sampler.seen["GetTask"]["a2a.task.id"] == "t1"
+    assert sampler.seen["GetTask"]["a2a.method.name"] == "GetTask"
+    assert attrs["otel_a2a.task.state.raw"] == "TASK_STATE_WORKING"
 
 
 @pytest.mark.parametrize(
     ("limits", "expect"),
     [
-        (SpanLimits(max_span_attribute_length=3), {"a2a.task.id": "t1", "rpc.system": "a2a"}),
+        (SpanLimits(max_span_attribute_length=3), {"a2a.task.id": "t1", "rpc.system.name": "a2a"}),
         (SpanLimits(max_span_attributes=4), None),
     ],
     ids=["value-length", "count"],
@@ -177,14 +177,14 @@ def test_the_application_span_limits_hold(
             agent.rpc(client, "GetTask", {"id": "t1"})
     finally:
         instrumentor.uninstrument()
-    (span,) = [x for x in exporter.get_finished_spans() if x.name == "A2A GetTask"]
+    (span,) = [x for x in exporter.get_finished_spans() if x.name == "GetTask"]
     attrs = dict(span.attributes or {})
     if expect is None:  # the count limit: the oldest dropped, and counted
         assert len(attrs) == 4 and span.dropped_attributes > 0
         assert attrs["http.response.status_code"] == 200  # the last set
     else:
-        assert attrs["a2a.task.state.raw"] == "TAS"  # truncated like every other value
-        assert attrs["a2a.binding"] == "JSO"
+        assert attrs["otel_a2a.task.state.raw"] == "TAS"  # truncated like every other value
+        assert attrs["otel_a2a.binding"] == "JSO"
         for key, value in expect.items():
             assert attrs[key] == value
 
@@ -194,12 +194,12 @@ def test_nothing_is_written_once_the_span_ended(
 ) -> None:
     rt = runtime.current()
     assert rt is not None
-    span = own_spans.start(rt.tracer, "A2A GetTask", SpanKind.CLIENT, {"a2a.task.id": "t9"})
+    span = own_spans.start(rt.tracer, "GetTask", SpanKind.CLIENT, {"a2a.task.id": "t9"})
     own_spans.end(span)
     own_spans.set_attributes(span, {"a2a.task.state": "failed"})
     assert isinstance(span, ReadableSpan)
     assert dict(span.attributes or {}) == {"a2a.task.id": "t9"}
-    assert dict(otel.span("A2A GetTask").attributes or {}) == {"a2a.task.id": "t9"}
+    assert dict(otel.span("GetTask").attributes or {}) == {"a2a.task.id": "t9"}
     assert "Setting attribute on ended span" in caplog.text  # as the SDK says it
 
 

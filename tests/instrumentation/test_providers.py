@@ -98,7 +98,7 @@ def test_one_retry_warning_per_unreachable_endpoint_and_the_rest_counted(
     port, other = closed_port(), closed_port()
 
     def errors() -> float:
-        return otel.total("a2a.instrumentation.errors", error__type="export_unavailable")
+        return otel.total("otel_a2a.instrumentation.errors", error__type="export_unavailable")
 
     def written() -> list[str]:
         return [r.getMessage().split(",")[0] for r in caplog.records if r.name == GRPC_LOGGER]

@@ -55,14 +55,14 @@ def test_card_without_etag_is_known_by_its_canonical_hash(otel: Harness, go_peer
     assert again.status_code == 200 and again.content == first.content
     expected = card_etag(go_peer)  # sha256 of the card's canonical JSON, computed by the test
     assert expected.startswith("sha256:")
-    spans = otel.spans("A2A GetAgentCard")
+    spans = otel.spans("GetAgentCard")
     assert len(spans) == 3
     for span in spans:
-        assert attrs(span)["a2a.card.etag"] == expected
-        assert attrs(span)["a2a.card.etag.changed"] is False
+        assert attrs(span)["otel_a2a.card.etag"] == expected
+        assert attrs(span)["otel_a2a.card.etag.changed"] is False
         assert attrs(span)["http.response.status_code"] == 200
-        assert attrs(span)["a2a.card.heartbeat_interval"] == HEARTBEAT
-    assert otel.total("a2a.card.etag.changes") == 0
+        assert attrs(span)["otel_a2a.card.heartbeat_interval"] == HEARTBEAT
+    assert otel.total("otel_a2a.card.etag.changes") == 0
 
 
 def _v03_message(text: str) -> dict[str, Any]:
@@ -104,19 +104,19 @@ def test_v03_rest_in_snake_case_is_observed(otel: Harness, go_peer: str) -> None
     task_id, context_id = first["id"], first["context_id"]
     assert got["status"]["state"] == "completed"
 
-    stream = otel.span("A2A SendStreamingMessage")
+    stream = otel.span("SendStreamingMessage")
     span = attrs(stream)
-    assert (span["a2a.task.id"], span["a2a.context.id"]) == (task_id, context_id)
-    assert (span["a2a.task.state"], span["a2a.task.state.raw"]) == ("completed", "completed")
-    assert (span["a2a.protocol.version"], span["a2a.binding"]) == ("0.3", "HTTP+JSON")
+    assert (span["a2a.task.id"], span["gen_ai.conversation.id"]) == (task_id, context_id)
+    assert (span["a2a.task.state"], span["otel_a2a.task.state.raw"]) == ("completed", "completed")
+    assert (span["a2a.protocol.version"], span["otel_a2a.binding"]) == ("0.3", "HTTP+JSON")
     assert status_events(stream) == [
         (task_id, "working", "working"),
         (task_id, "completed", "completed"),
     ]
-    get = attrs(otel.span("A2A GetTask"))
-    assert (get["a2a.task.id"], get["a2a.context.id"]) == (task_id, context_id)
+    get = attrs(otel.span("GetTask"))
+    assert (get["a2a.task.id"], get["gen_ai.conversation.id"]) == (task_id, context_id)
     assert get["a2a.task.state"] == "completed"
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -143,12 +143,12 @@ def test_subscription_refused_for_a_waiting_task_is_no_lost_task(
     assert "no active execution" in str(seen["refused"].value)
     assert canonical(waiting.status.state) == "input-required"
     assert canonical(followed.status.state) == "completed"
-    subscribe = otel.span("A2A SubscribeToTask")
+    subscribe = otel.span("SubscribeToTask")
     assert attrs(subscribe)["error.type"] == "-32001"
     assert divergences(subscribe) == []
     # the follow-up is judged on the input-required observation: authoritative
-    assert divergences(otel.spans("A2A SendMessage")[-1]) == []
-    assert otel.total("a2a.divergence") == 0
+    assert divergences(otel.spans("SendMessage")[-1]) == []
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -173,9 +173,9 @@ def test_a_message_to_a_running_task_is_refused(otel: Harness, go_peer: str) -> 
     seen = run(scenario())
     assert "already in progress" in str(seen["refused"].value)
     assert canonical(seen["canceled"].status.state) == "canceled"
-    follow_up = otel.spans("A2A SendMessage")[-1]
+    follow_up = otel.spans("SendMessage")[-1]
     assert attrs(follow_up)["error.type"] == "-32603"
     assert "a2a.task.state" not in attrs(follow_up)
     assert divergences(follow_up) == []
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}

@@ -203,27 +203,27 @@ def task_attrs(
 ) -> dict[str, Any]:
     """The exact attribute set of a task span that carried ``task`` in ``state``."""
     attrs: dict[str, Any] = {
-        "rpc.system": "a2a",
+        "rpc.system.name": "a2a",
         "rpc.method": op,
-        "a2a.operation": op,
+        "a2a.method.name": op,
         "a2a.protocol.version": mode.version,
-        "a2a.binding": mode.binding,
-        "a2a.agent.url": agent.base,
-        "a2a.agent.name": agent.name,
-        "a2a.card.etag": agent.etag,
+        "otel_a2a.binding": mode.binding,
+        "otel_a2a.agent.url": agent.base,
+        "gen_ai.agent.name": agent.name,
+        "otel_a2a.card.etag": agent.etag,
         "a2a.task.id": task.id,
-        "a2a.context.id": task.context_id,
+        "gen_ai.conversation.id": task.context_id,
         "a2a.task.state": state,
-        "a2a.task.state.raw": wire(mode, state),
-        "a2a.observation.authoritative": True,
+        "otel_a2a.task.state.raw": wire(mode, state),
+        "otel_a2a.observation.authoritative": True,
         "http.response.status_code": 200,
     }
     if op == "SendMessage" and mode.version == "0.3" and not mode.jsonrpc and "Node" in agent.name:
         attrs["http.response.status_code"] = 201  # @a2a-js/sdk's v0.3 REST: 201 Created
     if mode.jsonrpc:
-        attrs["a2a.jsonrpc.method"] = op if mode.version == "1.0" else V03_METHODS[op]
+        attrs["otel_a2a.jsonrpc.method"] = op if mode.version == "1.0" else V03_METHODS[op]
     if decision:
-        attrs["a2a.liveness.decision"] = True
+        attrs["otel_a2a.liveness.decision"] = True
     return attrs
 
 
@@ -236,15 +236,15 @@ def status_events(span: ReadableSpan) -> list[tuple[str, str, str]]:
         (
             str(e.attributes["a2a.task.id"]),
             str(e.attributes["a2a.task.state"]),
-            str(e.attributes["a2a.task.state.raw"]),
+            str(e.attributes["otel_a2a.task.state.raw"]),
         )
         for e in span.events
-        if e.name == "a2a.task.status" and e.attributes
+        if e.name == "otel_a2a.task.status" and e.attributes
     ]
 
 
 def streamed_updates(mode: Mode, events: list[StreamResponse]) -> list[tuple[str, str, str]]:
-    """What the ``a2a.task.status`` events must be: one per status update the app received."""
+    """What the ``otel_a2a.task.status`` events must be: one per status update the app received."""
     out = []
     for event in events:
         if event.HasField("status_update"):
@@ -254,7 +254,7 @@ def streamed_updates(mode: Mode, events: list[StreamResponse]) -> list[tuple[str
 
 
 def tracked(otel: Harness) -> dict[str, float]:
-    return {str(a["a2a.task.state.class"]): v for a, v in otel.points("a2a.tasks.tracked")}
+    return {str(a["otel_a2a.task.state.class"]): v for a, v in otel.points("otel_a2a.task.tracked")}
 
 
 async def resolve(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Agent]:
@@ -283,19 +283,19 @@ def test_card_fetch_and_304_revalidation(otel: Harness, http_lib: ModuleType, pe
     assert etag.startswith('W/"')
     assert again.status_code == 304 and again.content == b""
 
-    spans = otel.spans("A2A GetAgentCard")
+    spans = otel.spans("GetAgentCard")
     assert len(spans) == 3 and otel.spans() == spans
     expected = {
-        "rpc.system": "a2a",
+        "rpc.system.name": "a2a",
         "rpc.method": "GetAgentCard",
-        "a2a.operation": "GetAgentCard",
-        "a2a.agent.url": peer,
-        "a2a.agent.name": card.name,
-        "a2a.card.version": "1.0.0",
-        "a2a.card.streaming": True,
-        "a2a.card.etag": etag,
-        "a2a.card.heartbeat_interval": HEARTBEAT,
-        "a2a.card.etag.changed": False,
+        "a2a.method.name": "GetAgentCard",
+        "otel_a2a.agent.url": peer,
+        "gen_ai.agent.name": card.name,
+        "gen_ai.agent.version": "1.0.0",
+        "otel_a2a.card.streaming": True,
+        "otel_a2a.card.etag": etag,
+        "otel_a2a.card.heartbeat_interval": HEARTBEAT,
+        "otel_a2a.card.etag.changed": False,
     }
     statuses = [200, 200, 304]
     for span, status in zip(spans, statuses, strict=True):
@@ -303,9 +303,9 @@ def test_card_fetch_and_304_revalidation(otel: Harness, http_lib: ModuleType, pe
         assert span.events == ()
         assert span.kind.name == "CLIENT"
     # a card fetch is no observation and no decision; a 304 keeps the etag
-    assert otel.total("a2a.card.etag.changes") == 0
-    assert otel.total("a2a.liveness.decisions") == 0
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.card.etag.changes") == 0
+    assert otel.total("otel_a2a.liveness.decisions") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 0}
 
 
@@ -339,8 +339,8 @@ def test_send_get_list_cancel(otel: Harness, http_lib: ModuleType, peer: str, mo
     slow_state, polled_state = canonical(slow.status.state), canonical(polled.status.state)
     assert slow_state in ("submitted", "working") and polled_state in ("submitted", "working")
 
-    sends = otel.spans("A2A SendMessage")
-    gets = otel.spans("A2A GetTask")
+    sends = otel.spans("SendMessage")
+    gets = otel.spans("GetTask")
     assert [attrs(s) for s in sends] == [
         task_attrs(agent, mode, "SendMessage", done, "completed"),
         task_attrs(agent, mode, "SendMessage", slow, slow_state),
@@ -350,30 +350,30 @@ def test_send_get_list_cancel(otel: Harness, http_lib: ModuleType, peer: str, mo
         task_attrs(agent, mode, "GetTask", done, "completed"),
         task_attrs(agent, mode, "GetTask", slow, polled_state),
     ]
-    cancel = otel.span("A2A CancelTask")
+    cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
-    names = ["A2A GetAgentCard", "A2A SendMessage", "A2A GetTask", "A2A GetTask"]
+    names = ["GetAgentCard", "SendMessage", "GetTask", "GetTask"]
     if mode.version == "1.0":
         listed = seen["listed"]
         assert [t.id for t in listed.tasks] == [done.id]
-        span = otel.span("A2A ListTasks")
+        span = otel.span("ListTasks")
         assert attrs(span) == task_attrs(agent, mode, "ListTasks", done, "completed")
-        names.append("A2A ListTasks")
-    names += ["A2A SendMessage", "A2A GetTask", "A2A CancelTask"]
+        names.append("ListTasks")
+    names += ["SendMessage", "GetTask", "CancelTask"]
     assert [s.name for s in otel.spans()] == names
     # CancelTask right after a GetTask: fresh, same etag, live -> authoritative, no divergence
     assert all(divergences(s) == [] and s.events == () for s in otel.spans())
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="divergent") == 0
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="divergent") == 0
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     # GetTask on a terminal task under the same etag, twice, and GetTask right after the
     # SendMessage that returned the fresh slow task: all three redundant
-    assert otel.points("a2a.task.get.redundant") == [({"a2a.agent.name": agent.name}, 3)]
+    assert otel.points("otel_a2a.task.get.redundant") == [({"gen_ai.agent.name": agent.name}, 3)]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
-    assert otel.total("a2a.observation.age") == 1  # one decision, one age sample
+    assert otel.total("otel_a2a.observation.age") == 1  # one decision, one age sample
 
 
 # -- streams ----------------------------------------------------------------------------------
@@ -400,15 +400,15 @@ def test_streamed_status_updates_and_follow_up(
     assert echo[0].HasField("task") and asked[0].HasField("task")
     echo_task, waiting = echo[0].task, seen["waiting"]
 
-    streams = otel.spans("A2A SendStreamingMessage")
+    streams = otel.spans("SendStreamingMessage")
     assert len(streams) == 2
-    # one a2a.task.status event per status update the application received, in order
+    # one otel_a2a.task.status event per status update the application received, in order
     assert status_events(streams[0]) == streamed_updates(mode, echo)
     assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
     assert status_events(streams[1]) == streamed_updates(mode, asked)
     assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
     for span in streams:  # both ended in a terminal or interrupted state: no abnormal end
-        assert [e.name for e in span.events] == ["a2a.task.status", "a2a.task.status"]
+        assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert attrs(streams[0]) == task_attrs(
         agent, mode, "SendStreamingMessage", echo_task, "completed"
     )
@@ -418,16 +418,16 @@ def test_streamed_status_updates_and_follow_up(
 
     # the follow-up is a liveness decision on a freshly observed interrupted task: authoritative
     assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
-    send = otel.span("A2A SendMessage")
+    send = otel.span("SendMessage")
     assert attrs(send) == task_attrs(
         agent, mode, "SendMessage", followed, "completed", decision=True
     )
     assert divergences(send) == [] and send.events == ()
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
-    assert otel.total("a2a.task.get.redundant") == 0
+    assert otel.total("otel_a2a.divergence") == 0
+    assert otel.total("otel_a2a.task.get.redundant") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
@@ -454,17 +454,19 @@ def test_subscribe_to_slow_task_then_cancel(
     assert canonical(seen["canceled"].status.state) == "canceled"
     assert [canonical(e.status_update.status.state) for e in rest] == ["canceled"]
 
-    span = otel.span("A2A SubscribeToTask")
+    span = otel.span("SubscribeToTask")
     assert attrs(span) == task_attrs(agent, mode, "SubscribeToTask", slow, "canceled")
     assert status_events(span) == streamed_updates(mode, [first, *rest])
-    assert [e.name for e in span.events] == ["a2a.task.status"]  # no divergence, no abnormal end
-    cancel = otel.span("A2A CancelTask")
+    assert [e.name for e in span.events] == [
+        "otel_a2a.task.status"
+    ]  # no divergence, no abnormal end
+    cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert divergences(cancel) == []
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -491,37 +493,37 @@ def test_follow_up_to_a_task_never_observed(
     assert canonical(elsewhere.status.state) == "input-required"
     assert canonical(followed.status.state) == "completed" and followed.id == elsewhere.id
 
-    assert [s.name for s in otel.spans()] == ["A2A GetAgentCard", "A2A SendMessage"]
-    send = otel.span("A2A SendMessage")
+    assert [s.name for s in otel.spans()] == ["GetAgentCard", "SendMessage"]
+    send = otel.span("SendMessage")
     # the decision is divergent, and the response is still an authoritative observation
     assert attrs(send) == task_attrs(
         agent, mode, "SendMessage", followed, "completed", decision=True
     )
     assert [(e.name, dict(e.attributes or {})) for e in send.events] == [
         (
-            "a2a.divergence",
+            "otel_a2a.divergence",
             {
-                "a2a.divergence.reason": "no_observation",
+                "otel_a2a.divergence.reason": "no_observation",
                 "a2a.task.id": elsewhere.id,
-                "a2a.card.heartbeat_interval": HEARTBEAT,
-                "a2a.card.etag": agent.etag,
+                "otel_a2a.card.heartbeat_interval": HEARTBEAT,
+                "otel_a2a.card.etag": agent.etag,
             },
         )
     ]
-    assert otel.points("a2a.divergence") == [
+    assert otel.points("otel_a2a.divergence") == [
         (
             {
-                "a2a.divergence.reason": "no_observation",
-                "a2a.operation": "SendMessage",
-                "a2a.agent.name": agent.name,
+                "otel_a2a.divergence.reason": "no_observation",
+                "a2a.method.name": "SendMessage",
+                "gen_ai.agent.name": agent.name,
             },
             1,
         )
     ]
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "divergent", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "divergent", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.observation.age") == 0  # nothing observed, no age
+    assert otel.total("otel_a2a.observation.age") == 0  # nothing observed, no age
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -554,41 +556,41 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     card, agent, waiting, slow = run(ask())
     assert canonical(waiting.status.state) == "input-required"
     assert canonical(slow.status.state) in ("submitted", "working")
-    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 0)]
+    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 0)]
     ahead.advance(HEARTBEAT + 1)
-    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 1)]
+    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 1)]
     assert tracked(otel) == {"active": 1, "interrupted": 1, "terminal": 0}
 
     followed, canceled = run(answer(card))
     assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
     assert canonical(canceled.status.state) == "canceled"
-    send = next(s for s in otel.spans("A2A SendMessage") if attrs(s)["a2a.task.id"] == waiting.id)
-    assert [attrs(s)["a2a.task.id"] for s in otel.spans("A2A SendMessage")] == [
+    send = next(s for s in otel.spans("SendMessage") if attrs(s)["a2a.task.id"] == waiting.id)
+    assert [attrs(s)["a2a.task.id"] for s in otel.spans("SendMessage")] == [
         waiting.id,
         slow.id,
         waiting.id,
     ]
     assert divergences(send) == [] and send.events == ()
-    cancel = otel.span("A2A CancelTask")
+    cancel = otel.span("CancelTask")
     assert divergences(cancel) == ["heartbeat_gap"]
-    [gap] = [e for e in cancel.events if e.name == "a2a.divergence"]
-    assert gap.attributes is not None and gap.attributes["a2a.observation.age"] > HEARTBEAT
-    assert otel.points("a2a.divergence") == [
+    [gap] = [e for e in cancel.events if e.name == "otel_a2a.divergence"]
+    assert gap.attributes is not None and gap.attributes["otel_a2a.observation.age"] > HEARTBEAT
+    assert otel.points("otel_a2a.divergence") == [
         (
             {
-                "a2a.divergence.reason": "heartbeat_gap",
-                "a2a.operation": "CancelTask",
-                "a2a.agent.name": agent.name,
+                "otel_a2a.divergence.reason": "heartbeat_gap",
+                "a2a.method.name": "CancelTask",
+                "gen_ai.agent.name": agent.name,
             },
             1,
         )
     ]
-    assert sorted(otel.points("a2a.liveness.decisions"), key=str) == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1),
-        ({"a2a.decision.outcome": "divergent", "a2a.agent.name": agent.name}, 1),
+    assert sorted(otel.points("otel_a2a.liveness.decisions"), key=str) == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1),
+        ({"otel_a2a.decision.outcome": "divergent", "gen_ai.agent.name": agent.name}, 1),
     ]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
-    assert otel.points("a2a.tasks.stale") == []  # no agent has a task left to go stale
+    assert otel.points("otel_a2a.task.stale") == []  # no agent has a task left to go stale
 
 
 def test_agent_name_and_etag_come_from_the_card(
@@ -610,11 +612,11 @@ def test_agent_name_and_etag_come_from_the_card(
     seen = run(scenario())
     agent: Agent = seen["agent"]
     done = seen["done"]
-    assert [s.name for s in otel.spans()] == ["A2A SendMessage", "A2A GetAgentCard", "A2A GetTask"]
+    assert [s.name for s in otel.spans()] == ["SendMessage", "GetAgentCard", "GetTask"]
     before = task_attrs(agent, mode, "SendMessage", done, "completed")
-    del before["a2a.agent.name"], before["a2a.card.etag"]
-    assert attrs(otel.span("A2A SendMessage")) == before
-    assert attrs(otel.span("A2A GetTask")) == task_attrs(agent, mode, "GetTask", done, "completed")
+    del before["gen_ai.agent.name"], before["otel_a2a.card.etag"]
+    assert attrs(otel.span("SendMessage")) == before
+    assert attrs(otel.span("GetTask")) == task_attrs(agent, mode, "GetTask", done, "completed")
 
 
 @pytest.mark.parametrize("peer", FOLLOW_UP_WHILE_RUNNING, indirect=True)
@@ -646,7 +648,7 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
     assert late.WhichOneof("payload") == "status_update", late
     assert canonical(late.status_update.status.state) == "working", late
     assert late.status_update.status.timestamp.ToDatetime() <= done.status.timestamp.ToDatetime()
-    assert divergences(otel.span("A2A SubscribeToTask")) == []
+    assert divergences(otel.span("SubscribeToTask")) == []
     assert after == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -686,12 +688,12 @@ def test_card_variants_per_version_are_not_etag_changes(
         cancel = {"jsonrpc": "2.0", "id": 3, "method": "CancelTask", "params": {"id": task["id"]}}
         http.post(node_peer + "/a2a/jsonrpc", json=cancel, headers=rpc)
         http.get(compat_card, headers=rpc)
-    cards = otel.spans("A2A GetAgentCard")
-    assert [attrs(s)["a2a.card.etag.changed"] for s in cards] == [False] * 4
+    cards = otel.spans("GetAgentCard")
+    assert [attrs(s)["otel_a2a.card.etag.changed"] for s in cards] == [False] * 4
     # each card span carries the etag of the card it fetched; task spans the one in force
     etags = [bare.headers["etag"], versioned.headers["etag"]] * 2
-    assert [attrs(s)["a2a.card.etag"] for s in cards] == etags
-    assert attrs(otel.span("A2A GetTask"))["a2a.card.etag"] == bare.headers["etag"]
-    assert otel.total("a2a.card.etag.changes") == 0
-    assert divergences(otel.span("A2A CancelTask")) == []
-    assert otel.total("a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert [attrs(s)["otel_a2a.card.etag"] for s in cards] == etags
+    assert attrs(otel.span("GetTask"))["otel_a2a.card.etag"] == bare.headers["etag"]
+    assert otel.total("otel_a2a.card.etag.changes") == 0
+    assert divergences(otel.span("CancelTask")) == []
+    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1

@@ -98,25 +98,25 @@ def _fetch_three_times(base: str) -> tuple[str, list[httpx.Response]]:
 
 
 def _card_spans(otel: Harness, base: str, name: str, etag: str, statuses: list[int]) -> None:
-    spans = otel.spans("A2A GetAgentCard")
+    spans = otel.spans("GetAgentCard")
     assert len(spans) == 3 and otel.spans() == spans
     expected = {
-        "rpc.system": "a2a",
+        "rpc.system.name": "a2a",
         "rpc.method": "GetAgentCard",
-        "a2a.operation": "GetAgentCard",
-        "a2a.agent.url": base,
-        "a2a.agent.name": name,
-        "a2a.card.version": "1.0.0",
-        "a2a.card.streaming": True,
-        "a2a.card.etag": etag,
-        "a2a.card.heartbeat_interval": HEARTBEAT,
-        "a2a.card.etag.changed": False,
+        "a2a.method.name": "GetAgentCard",
+        "otel_a2a.agent.url": base,
+        "gen_ai.agent.name": name,
+        "gen_ai.agent.version": "1.0.0",
+        "otel_a2a.card.streaming": True,
+        "otel_a2a.card.etag": etag,
+        "otel_a2a.card.heartbeat_interval": HEARTBEAT,
+        "otel_a2a.card.etag.changed": False,
     }
     for span, status in zip(spans, statuses, strict=True):
         assert attrs(span) == {**expected, "http.response.status_code": status}
         assert span.events == ()
-    assert otel.total("a2a.card.etag.changes") == 0
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.card.etag.changes") == 0
+    assert otel.total("otel_a2a.divergence") == 0
 
 
 # -- card -------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def test_card_without_etag_gets_a_content_hash(otel: Harness, card_peer: str) ->
     fetch of the same card (so no change is seen)."""
     name, (first, again) = _fetch_three_times(card_peer)
     assert "etag" not in first.headers and again.status_code == 200
-    etag = str(attrs(otel.spans("A2A GetAgentCard")[0])["a2a.card.etag"])
+    etag = str(attrs(otel.spans("GetAgentCard")[0])["otel_a2a.card.etag"])
     assert etag.startswith("sha256:") and len(etag) == len("sha256:") + 64
     _card_spans(otel, card_peer, name, etag, [200, 200, 200])
 
@@ -178,26 +178,24 @@ def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
     assert slow_state in ("submitted", "working") and polled_state in ("submitted", "working")
     assert [t.id for t in seen["listed"].tasks] == [done.id]
 
-    assert [attrs(s) for s in otel.spans("A2A SendMessage")] == [
+    assert [attrs(s) for s in otel.spans("SendMessage")] == [
         task_attrs(agent, mode, "SendMessage", done, "completed"),
         task_attrs(agent, mode, "SendMessage", slow, slow_state),
     ]
-    assert [attrs(s) for s in otel.spans("A2A GetTask")] == [
+    assert [attrs(s) for s in otel.spans("GetTask")] == [
         task_attrs(agent, mode, "GetTask", done, "completed"),
         task_attrs(agent, mode, "GetTask", done, "completed"),
         task_attrs(agent, mode, "GetTask", slow, polled_state),
     ]
-    assert attrs(otel.span("A2A ListTasks")) == task_attrs(
-        agent, mode, "ListTasks", done, "completed"
-    )
-    cancel = otel.span("A2A CancelTask")
+    assert attrs(otel.span("ListTasks")) == task_attrs(agent, mode, "ListTasks", done, "completed")
+    cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert all(divergences(s) == [] and s.events == () for s in otel.spans())
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "authoritative", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
     ]
-    assert otel.total("a2a.divergence") == 0
-    assert otel.points("a2a.task.get.redundant") == [({"a2a.agent.name": agent.name}, 3)]
+    assert otel.total("otel_a2a.divergence") == 0
+    assert otel.points("otel_a2a.task.get.redundant") == [({"gen_ai.agent.name": agent.name}, 3)]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
@@ -224,27 +222,27 @@ def test_get_and_cancel_of_unknown_or_finished_tasks(otel: Harness, peer: str, m
 
     seen = run(scenario())
     assert len(seen["errors"]) == 2
-    get = otel.span("A2A GetTask")
+    get = otel.span("GetTask")
     assert attrs(get)["a2a.task.id"] == "no-such-task"
     # JSON-RPC: the code; HTTP+JSON: the reason read off the Java class name
     assert attrs(get)["error.type"] == ("-32001" if mode.jsonrpc else "TASK_NOT_FOUND")
     assert attrs(get)["http.response.status_code"] == (200 if mode.jsonrpc else 404)
     assert get.status.status_code.name == "ERROR"
-    cancel = otel.span("A2A CancelTask")
+    cancel = otel.span("CancelTask")
     assert cancel.status.status_code.name == "ERROR"
     assert attrs(cancel)["error.type"] == ("-32002" if mode.jsonrpc else "TASK_NOT_CANCELABLE")
     assert attrs(cancel)["http.response.status_code"] == (200 if mode.jsonrpc else 409)
     # cancelling a task last seen completed is a decision on a terminal task: its error reply
     # confirms the state the decision ignored
     assert divergences(cancel) == ["terminal_state"]
-    [event] = [e for e in cancel.events if e.name == "a2a.divergence"]
+    [event] = [e for e in cancel.events if e.name == "otel_a2a.divergence"]
     assert event.attributes is not None and event.attributes["a2a.task.state"] == "completed"
-    assert otel.points("a2a.divergence") == [
+    assert otel.points("otel_a2a.divergence") == [
         (
             {
-                "a2a.divergence.reason": "terminal_state",
-                "a2a.operation": "CancelTask",
-                "a2a.agent.name": seen["agent"].name,
+                "otel_a2a.divergence.reason": "terminal_state",
+                "a2a.method.name": "CancelTask",
+                "gen_ai.agent.name": seen["agent"].name,
             },
             1,
         )
@@ -274,14 +272,14 @@ def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: M
     assert echo[0].HasField("task") and asked[0].HasField("task")
     echo_task, waiting = echo[0].task, seen["waiting"]
 
-    streams = otel.spans("A2A SendStreamingMessage")
+    streams = otel.spans("SendStreamingMessage")
     assert len(streams) == 2
     assert status_events(streams[0]) == streamed_updates(mode, echo)
     assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
     assert status_events(streams[1]) == streamed_updates(mode, asked)
     assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
     for span in streams:
-        assert [e.name for e in span.events] == ["a2a.task.status", "a2a.task.status"]
+        assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert attrs(streams[0]) == task_attrs(
         agent, mode, "SendStreamingMessage", echo_task, "completed"
     )
@@ -289,12 +287,12 @@ def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: M
         agent, mode, "SendStreamingMessage", waiting, "input-required"
     )
     assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
-    send = otel.span("A2A SendMessage")
+    send = otel.span("SendMessage")
     assert attrs(send) == task_attrs(
         agent, mode, "SendMessage", followed, "completed", decision=True
     )
     assert divergences(send) == [] and send.events == ()
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
@@ -319,14 +317,14 @@ def test_subscribe_to_slow_task_then_cancel(otel: Harness, peer: str, mode: Mode
     assert canonical(seen["canceled"].status.state) == "canceled"
     assert [canonical(e.status_update.status.state) for e in rest] == ["canceled"]
 
-    span = otel.span("A2A SubscribeToTask")
+    span = otel.span("SubscribeToTask")
     assert attrs(span) == task_attrs(agent, mode, "SubscribeToTask", slow, "canceled")
     assert status_events(span) == streamed_updates(mode, [first, *rest])
-    assert [e.name for e in span.events] == ["a2a.task.status"]
-    cancel = otel.span("A2A CancelTask")
+    assert [e.name for e in span.events] == ["otel_a2a.task.status"]
+    cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert divergences(cancel) == []
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 
 
@@ -349,12 +347,15 @@ def test_subscribing_to_a_finished_task_is_no_lost_task(otel: Harness, peer: str
 
     seen = run(scenario())
     assert len(seen["events"]) == 1 and isinstance(seen["events"][0], Exception)
-    span = otel.span("A2A SubscribeToTask")
+    span = otel.span("SubscribeToTask")
     assert attrs(span)["a2a.task.id"] == seen["done"].id
-    assert (attrs(span)["error.type"], attrs(span)["rpc.jsonrpc.error_code"]) == ("-32001", -32001)
+    assert (attrs(span)["error.type"], attrs(span)["rpc.response.status_code"]) == (
+        "-32001",
+        -32001,
+    )
     # the stream ended on an error, not a state: abnormal, but no divergence
-    assert [e.name for e in span.events] == ["a2a.stream.abnormal_end"]
-    assert otel.total("a2a.divergence") == 0
+    assert [e.name for e in span.events] == ["otel_a2a.stream.abnormal_end"]
+    assert otel.total("otel_a2a.divergence") == 0
     # the agent forgot a finished task: it leaves the ledger
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 0}
 
@@ -379,14 +380,14 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode
     elsewhere, followed = seen["elsewhere"], seen["followed"]
     assert canonical(elsewhere.status.state) == "input-required"
     assert canonical(followed.status.state) == "completed" and followed.id == elsewhere.id
-    assert [s.name for s in otel.spans()] == ["A2A GetAgentCard", "A2A SendMessage"]
-    send = otel.span("A2A SendMessage")
+    assert [s.name for s in otel.spans()] == ["GetAgentCard", "SendMessage"]
+    send = otel.span("SendMessage")
     assert attrs(send) == task_attrs(
         agent, mode, "SendMessage", followed, "completed", decision=True
     )
     assert divergences(send) == ["no_observation"]
-    assert otel.points("a2a.liveness.decisions") == [
-        ({"a2a.decision.outcome": "divergent", "a2a.agent.name": agent.name}, 1)
+    assert otel.points("otel_a2a.liveness.decisions") == [
+        ({"otel_a2a.decision.outcome": "divergent", "gen_ai.agent.name": agent.name}, 1)
     ]
 
 
@@ -413,17 +414,17 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
         return followed, canceled
 
     card, agent, waiting, slow = run(ask())
-    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 0)]
+    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 0)]
     ahead.advance(HEARTBEAT + 1)
-    assert otel.points("a2a.tasks.stale") == [({"a2a.agent.name": agent.name}, 1)]
+    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 1)]
     assert tracked(otel) == {"active": 1, "interrupted": 1, "terminal": 0}
 
     followed, canceled = run(answer(card))
     assert canonical(followed.status.state) == "completed" and followed.id == waiting.id
     assert canonical(canceled.status.state) == "canceled"
-    send = next(s for s in otel.spans("A2A SendMessage") if attrs(s)["a2a.task.id"] == waiting.id)
+    send = next(s for s in otel.spans("SendMessage") if attrs(s)["a2a.task.id"] == waiting.id)
     assert divergences(send) == []
-    assert divergences(otel.span("A2A CancelTask")) == ["heartbeat_gap"]
+    assert divergences(otel.span("CancelTask")) == ["heartbeat_gap"]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
@@ -449,6 +450,6 @@ def test_late_stream_frame_after_a_newer_response_is_no_regression(
     assert canonical(done.status.state) == "completed"
     states = [canonical(e.status_update.status.state) for e in rest if e.HasField("status_update")]
     assert states[-1] == "completed", rest
-    assert divergences(otel.span("A2A SubscribeToTask")) == []
+    assert divergences(otel.span("SubscribeToTask")) == []
     assert after == {"active": 0, "interrupted": 0, "terminal": 1}
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0

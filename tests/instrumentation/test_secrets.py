@@ -1,7 +1,7 @@
 """No credential reaches telemetry, whatever the URL looks like.
 
 A secret is planted in every place an application or a peer can put one: the userinfo, query
-and fragment of agent hints (``liveness_decision(agent=...)``, ``a2a.agent.url`` on foreign
+and fragment of agent hints (``liveness_decision(agent=...)``, ``otel_a2a.agent.url`` on foreign
 decision and observation spans; well-formed and malformed), of request URLs sent through the
 instrumented httpx and httpx2 clients to real loopback agents (the a2a-sdk peer and the
 planted agent of ``tests/support/planted.py``), card fields (interface, provider and
@@ -158,7 +158,7 @@ class ForeignSpans:
 
 def judge_hints(hints: list[str], foreign: ForeignSpans) -> None:
     """Every hint as ``liveness_decision(agent=...)`` on a task seen and one never seen, and as
-    ``a2a.agent.url`` of a foreign decision span and of foreign observations (one canonical,
+    ``otel_a2a.agent.url`` of a foreign decision span and of foreign observations (one canonical,
     one in a non-canonical spelling: an observation-side divergence)."""
     for i, hint in enumerate(hints):
         with liveness_decision(TASK_ID, agent=hint):
@@ -167,20 +167,28 @@ def judge_hints(hints: list[str], foreign: ForeignSpans) -> None:
             pass
         foreign.span(
             f"app decides {i}",
-            {"a2a.liveness.decision": True, "a2a.task.id": TASK_ID, "a2a.agent.url": hint},
+            {
+                "otel_a2a.liveness.decision": True,
+                "a2a.task.id": TASK_ID,
+                "otel_a2a.agent.url": hint,
+            },
         )
         foreign.span(
             f"app observes {i}",
-            {"a2a.task.id": f"t-foreign-{i}", "a2a.task.state": "working", "a2a.agent.url": hint},
+            {
+                "a2a.task.id": f"t-foreign-{i}",
+                "a2a.task.state": "working",
+                "otel_a2a.agent.url": hint,
+            },
         )
         foreign.span(
             f"app observes oddly {i}",
             {
                 "a2a.task.id": f"t-odd-{i}",
-                "a2a.task.state.raw": "Working",
+                "otel_a2a.task.state.raw": "Working",
                 "a2a.protocol.version": "1.0",
-                "a2a.binding": "JSONRPC",
-                "a2a.agent.url": hint,
+                "otel_a2a.binding": "JSONRPC",
+                "otel_a2a.agent.url": hint,
             },
         )
         with liveness_decision(f"t-foreign-{i}"):  # judged where the foreign span saw it
@@ -233,28 +241,28 @@ def test_no_planted_secret_reaches_any_span_log_or_metric(
     # the secret was planted and the telemetry is there: a clean export is not an empty one
     assert agent.saw_secret()
     assert SECRET in repr(foreign.given)
-    ops = {dict(s.attributes or {}).get("a2a.operation") for s in otel.spans()}
+    ops = {dict(s.attributes or {}).get("a2a.method.name") for s in otel.spans()}
     assert {"GetAgentCard", "SendMessage", "GetTask", "SendStreamingMessage"} <= ops
-    urls = {dict(s.attributes or {}).get("a2a.agent.url") for s in otel.spans()}
+    urls = {dict(s.attributes or {}).get("otel_a2a.agent.url") for s in otel.spans()}
     assert agent.base in urls and python_peer in urls
     assert INVALID_URL in urls  # what a malformed hint is recorded as
     assert len(otel.logs.get_finished_logs()) >= len(malformed_hints(hostport))
-    assert otel.total("a2a.divergence", a2a__agent__name=INVALID_URL) > 0
+    assert otel.total("otel_a2a.divergence", a2a__agent__name=INVALID_URL) > 0
 
 
 @pytest.mark.parametrize("hint", malformed_hints("127.0.0.1:8080"))
 def test_a_malformed_hint_is_recorded_as_invalid(otel: Harness, hint: str) -> None:
     with liveness_decision("t-never-seen", agent=hint):
         pass
-    span = otel.span("A2A liveness_decision")
-    assert dict(span.attributes or {})["a2a.agent.url"] == INVALID_URL
+    span = otel.span("liveness_decision")
+    assert dict(span.attributes or {})["otel_a2a.agent.url"] == INVALID_URL
     (record,) = otel.logs.get_finished_logs()
-    assert dict(record.log_record.attributes or {})["a2a.agent.name"] == INVALID_URL
-    assert otel.total("a2a.divergence", a2a__agent__name=INVALID_URL) == 1
+    assert dict(record.log_record.attributes or {})["gen_ai.agent.name"] == INVALID_URL
+    assert otel.total("otel_a2a.divergence", a2a__agent__name=INVALID_URL) == 1
 
 
 def test_a_well_formed_hint_keeps_only_its_origin(otel: Harness) -> None:
     with liveness_decision("t-never-seen", agent=f"HTTP://u:{SECRET}@Agent.Test:80/a?k={SECRET}"):
         pass
-    span = otel.span("A2A liveness_decision")
-    assert dict(span.attributes or {})["a2a.agent.url"] == "http://agent.test"
+    span = otel.span("liveness_decision")
+    assert dict(span.attributes or {})["otel_a2a.agent.url"] == "http://agent.test"

@@ -56,12 +56,12 @@ def test_a_follow_up_in_the_next_process_is_judged_on_the_poll(
 
     polled = run_command(ledger, "get", python_peer)
     assert polled["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert polled["spans"] == [["A2A GetAgentCard", []], ["A2A GetTask", []]]
+    assert polled["spans"] == [["GetAgentCard", []], ["GetTask", []]]
     task = [polled["task_id"], polled["context_id"]]
 
     followed = run_command(ledger, "follow", python_peer, *task)
     assert followed["state"] == "TASK_STATE_COMPLETED" and followed["errors"] == {}
-    send = dict(followed["spans"])["A2A SendMessage"]
+    send = dict(followed["spans"])["SendMessage"]
     if shared:  # the poll of the other process authorises it: the task waits for input
         assert send == [] and followed["decisions"] == {"authoritative": 1}
     else:
@@ -70,7 +70,7 @@ def test_a_follow_up_in_the_next_process_is_judged_on_the_poll(
     # and the other way: the completion the second process read reaches a third one
     again = run_command(ledger, "follow", python_peer, *task)
     assert again["error"] is not None  # the peer refuses a message to a finished task
-    send = dict(again["spans"])["A2A SendMessage"]
+    send = dict(again["spans"])["SendMessage"]
     assert send == (["terminal_state"] if shared else ["no_observation"])
     if shared:
         assert len(SqliteLedger(ledger, 10)) == 1  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def test_a_ledger_that_cannot_be_opened_falls_back_with_one_warning(
         assert rt is not None and isinstance(rt.detector.ledger, TaskLedger)
         warnings = [r for r in caplog.records if "OTEL_A2A_LEDGER_PATH" in r.getMessage()]
         assert len(warnings) == 1
-        assert harness.points("a2a.instrumentation.errors") == [
+        assert harness.points("otel_a2a.instrumentation.errors") == [
             ({"error.type": "ledger_unavailable"}, 1)
         ]
         rt.detector.ledger.observe(make_obs("t"))  # the in-memory ledger serves
@@ -105,7 +105,7 @@ def test_a_failed_operation_is_counted_never_raised(
         rt = runtime_module.current()
         assert rt is not None and isinstance(rt.detector.ledger, SqliteLedger)
         assert rt.detector.ledger.observe(make_obs("task-\ud800")) is None  # not UTF-8
-        assert harness.points("a2a.instrumentation.errors") == [
+        assert harness.points("otel_a2a.instrumentation.errors") == [
             ({"error.type": "ledger_operation_failed"}, 1)
         ]
     finally:

@@ -1,7 +1,7 @@
 """A follow-up answered with another task: fasta2a submits a new task B for a message naming A.
 
 The span stays about A (``a2a.task.id`` is the task the request named, the decision's), B is
-observed as B, A keeps its last observation, and an ``a2a.task.swapped`` event names both.
+observed as B, A keeps its last observation, and an ``otel_a2a.task.swapped`` event names both.
 fasta2a is not installed here: the fake agent answers as it does (``new_task_for_follow_ups``),
 over a real loopback socket in fasta2a's v0.3 dialect, and in-process for a v1.0 stream.
 """
@@ -57,21 +57,21 @@ def test_a_follow_up_answered_with_a_new_task_over_v03_as_fasta2a_does(otel: Har
     assert new_id != "task-a" and answered["kind"] == "task"
     assert answered["status"]["state"] == "submitted"
 
-    span = otel.span("A2A SendMessage")
+    span = otel.span("SendMessage")
     attrs = dict(span.attributes or {})
     assert attrs["a2a.task.id"] == "task-a"  # the task the request named, as at its start
-    assert attrs["a2a.liveness.decision"] is True
-    assert attrs["a2a.observation.authoritative"] is True
-    assert "a2a.task.state" not in attrs and "a2a.task.state.raw" not in attrs  # none of A's
-    assert attrs["a2a.context.id"] == "ctx-task-a"
+    assert attrs["otel_a2a.liveness.decision"] is True
+    assert attrs["otel_a2a.observation.authoritative"] is True
+    assert "a2a.task.state" not in attrs and "otel_a2a.task.state.raw" not in attrs  # none of A's
+    assert attrs["gen_ai.conversation.id"] == "ctx-task-a"
     assert events(span) == [
         (
-            "a2a.task.swapped",
+            "otel_a2a.task.swapped",
             {
                 "a2a.task.id": new_id,
-                "a2a.task.id.requested": "task-a",
+                "otel_a2a.task.id.requested": "task-a",
                 "a2a.task.state": "submitted",
-                "a2a.task.state.raw": "submitted",
+                "otel_a2a.task.state.raw": "submitted",
             },
         )
     ]
@@ -82,7 +82,7 @@ def test_a_follow_up_answered_with_a_new_task_over_v03_as_fasta2a_does(otel: Har
     after = ledger("task-a")
     assert before is not None and after is before
     assert (after.state.value, after.source) == ("input-required", "GetTask")
-    assert otel.total("a2a.divergence") == 0
+    assert otel.total("otel_a2a.divergence") == 0
 
 
 def test_a_streamed_follow_up_answered_with_a_new_task(otel: Harness, clock: Clock) -> None:
@@ -116,19 +116,19 @@ def test_a_streamed_follow_up_answered_with_a_new_task(otel: Harness, clock: Clo
         with client.stream("POST", "/a2a", json=body, headers=V1) as r:
             r.read()
 
-    span = otel.span("A2A SendStreamingMessage")
+    span = otel.span("SendStreamingMessage")
     attrs = dict(span.attributes or {})
     assert attrs["a2a.task.id"] == "task-a" and "a2a.task.state" not in attrs
     assert [name for name, _ in events(span)] == [
-        "a2a.task.swapped",
-        "a2a.task.status",
-        "a2a.task.status",
-    ]  # no a2a.stream.abnormal_end: the stream ended at the task's terminal state
+        "otel_a2a.task.swapped",
+        "otel_a2a.task.status",
+        "otel_a2a.task.status",
+    ]  # no otel_a2a.stream.abnormal_end: the stream ended at the task's terminal state
     assert events(span)[0][1] == {
         "a2a.task.id": "task-b",
-        "a2a.task.id.requested": "task-a",
+        "otel_a2a.task.id.requested": "task-a",
         "a2a.task.state": "submitted",
-        "a2a.task.state.raw": "TASK_STATE_SUBMITTED",
+        "otel_a2a.task.state.raw": "TASK_STATE_SUBMITTED",
     }
     named = ledger("task-a")
     assert named is not None and named.at == seen_at and named.state.value == "working"
@@ -156,13 +156,13 @@ def test_a_stream_that_reported_the_named_task_first_keeps_it_alive(
     body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "task-a"}}
     with agent.client() as client, client.stream("POST", "/a2a", json=body, headers=V1) as r:
         r.read()
-    span = otel.span("A2A SubscribeToTask")
+    span = otel.span("SubscribeToTask")
     assert dict(span.attributes or {})["a2a.task.state"] == "working"  # A's, from its frame
     assert [name for name, _ in events(span)] == [
-        "a2a.task.status",
-        "a2a.task.status",
-        "a2a.task.swapped",
-        "a2a.stream.abnormal_end",  # it closed with both tasks working
+        "otel_a2a.task.status",
+        "otel_a2a.task.status",
+        "otel_a2a.task.swapped",
+        "otel_a2a.stream.abnormal_end",  # it closed with both tasks working
     ]
     for task in ("task-a", "task-b"):
         obs = ledger(task)

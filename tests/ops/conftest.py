@@ -121,7 +121,7 @@ def ops_stack(
         root / "alertmanager",
         webhook.url,
         inhibit_rules=INHIBIT_RULES,
-        group_by=("alertname", "a2a_agent_name", "a2a_divergence_reason"),
+        group_by=("alertname", "otel_a2a_agent_name", "otel_a2a_divergence_reason"),
     )
     prom: Prometheus | None = None
     try:
@@ -134,7 +134,7 @@ def ops_stack(
         ).start()
         # Baseline scraped: one authoritative decision per agent, nothing else moved.
         decisions = prom.wait_for(
-            "a2a_liveness_decisions_total",
+            "otel_a2a_liveness_decisions_total",
             lambda r: len(r) >= 3,
             timeout=30,
             what="the first scrape of the baseline",
@@ -143,12 +143,12 @@ def ops_stack(
         baseline = {
             q: prom.query(q)
             for q in (
-                "a2a_liveness_decisions_total",
-                "a2a_divergence_total",
-                "a2a_tasks_stale",
-                "a2a_instrumentation_errors_total",
-                "a2a_task_get_redundant_total",
-                "a2a_card_etag_changes_total",
+                "otel_a2a_liveness_decisions_total",
+                "otel_a2a_divergence_total",
+                "otel_a2a_task_stale",
+                "otel_a2a_instrumentation_errors_total",
+                "otel_a2a_task_get_redundant_total",
+                "otel_a2a_card_etag_changes_total",
             )
         }
         # ...and the rules were evaluated after it, so the "quiet" alerts below mean something.
@@ -165,7 +165,7 @@ def ops_stack(
         for n in range(1, ROUNDS + 1):
             metrics_target.bump()
             _wait_scrape_after(prom, time.time())
-            total = prom.query("sum(a2a_divergence_total)")
+            total = prom.query("sum(otel_a2a_divergence_total)")
             assert total and float(total[0]["value"][1]) == n * per_round, (n, total)
         yield OpsStack(prom, am, webhook, metrics_target, before, baseline)
     finally:

@@ -35,26 +35,26 @@ REQUIRED_ALERTS = {
     "A2AInstrumentationErrors",
 }
 CONTRACT_METRICS = {
-    "a2a_divergence_total",
-    "a2a_liveness_decisions_total",
-    "a2a_observation_age_seconds_bucket",
-    "a2a_observation_age_seconds_sum",
-    "a2a_observation_age_seconds_count",
-    "a2a_card_etag_changes_total",
-    "a2a_task_get_redundant_total",
-    "a2a_tasks_tracked",
-    "a2a_tasks_stale",
-    "a2a_tasks_evicted_total",
-    "a2a_instrumentation_errors_total",
+    "otel_a2a_divergence_total",
+    "otel_a2a_liveness_decisions_total",
+    "otel_a2a_observation_age_seconds_bucket",
+    "otel_a2a_observation_age_seconds_sum",
+    "otel_a2a_observation_age_seconds_count",
+    "otel_a2a_card_etag_changes_total",
+    "otel_a2a_task_get_redundant_total",
+    "otel_a2a_task_tracked",
+    "otel_a2a_task_stale",
+    "otel_a2a_task_evicted_total",
+    "otel_a2a_instrumentation_errors_total",
 }
 
 
 CONTRACT_LABELS = {
-    "a2a_agent_name",
-    "a2a_divergence_reason",
-    "a2a_operation",
-    "a2a_decision_outcome",
-    "a2a_task_state_class",
+    "otel_a2a_agent_name",
+    "otel_a2a_divergence_reason",
+    "a2a_method_name",
+    "otel_a2a_decision_outcome",
+    "otel_a2a_task_state_class",
 }
 
 
@@ -110,7 +110,7 @@ def _metric_names(expr: str) -> set[str]:
 
 def test_stale_alert_waits_one_heartbeat() -> None:
     stale = next(r for r in _alerts() if r["alert"] == "A2ATasksStale")
-    assert "a2a_tasks_stale" in stale["expr"] and "> 0" in stale["expr"]
+    assert "otel_a2a_task_stale" in stale["expr"] and "> 0" in stale["expr"]
     assert stale["for"] == "30s"  # OTEL_A2A_DEFAULT_HEARTBEAT
 
 
@@ -138,7 +138,7 @@ def test_broken_rules_copy_fails_check(tmp_path: Path) -> None:
     rules, _ = _copy_rules(tmp_path)
     text = rules.read_text()
     broken = text.replace(
-        "sum by (a2a_agent_name) (a2a_tasks_stale) > 0", "sum by (a2a_agent_name ("
+        "sum by (otel_a2a_agent_name) (otel_a2a_task_stale) > 0", "sum by (otel_a2a_agent_name ("
     )
     assert broken != text
     rules.write_text(broken)
@@ -155,8 +155,8 @@ def test_wrong_rule_fails_unit_tests(tmp_path: Path) -> None:
     for rule in doc["groups"][0]["rules"]:
         if rule.get("alert") == "A2ATaskLost":
             rule["expr"] = (
-                "sum by (a2a_agent_name, a2a_divergence_reason, a2a_operation) "
-                '(increase(a2a_divergence_total{a2a_divergence_reason="task_lost"}[5m])) > 0'
+                "sum by (otel_a2a_agent_name, otel_a2a_divergence_reason, a2a_method_name) "
+                '(increase(otel_a2a_divergence_total{otel_a2a_divergence_reason="task_lost"}[5m])) > 0'
             )
     rules.write_text(yaml.safe_dump(doc, sort_keys=False))
     res = run_promtool("test", "rules", str(tests))
@@ -174,10 +174,10 @@ def _firing(alerts: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 def test_quiet_baseline_raises_nothing(ops_stack: OpsStack) -> None:
     """Rules evaluated over the scraped baseline (authoritative decisions only): silent."""
     assert ops_stack.alerts_before_incident == []
-    assert ops_stack.baseline["a2a_divergence_total"] == []
-    assert ops_stack.baseline["a2a_instrumentation_errors_total"] == []
+    assert ops_stack.baseline["otel_a2a_divergence_total"] == []
+    assert ops_stack.baseline["otel_a2a_instrumentation_errors_total"] == []
     # no stale task: 0 per agent with live tasks, no series at all when none is live
-    assert all(float(s["value"][1]) == 0 for s in ops_stack.baseline["a2a_tasks_stale"])
+    assert all(float(s["value"][1]) == 0 for s in ops_stack.baseline["otel_a2a_task_stale"])
 
 
 # The reasons with their own alert, which inhibits the generic one (INHIBIT_RULES).
@@ -210,11 +210,11 @@ def test_prometheus_evaluates_every_alert_over_the_run(ops_stack: OpsStack) -> N
         assert [_key(a) for a in firing] == [
             (agent, r, op) for (r, op, agent) in DIVERGENCES_PER_ROUND if r == reason
         ], name
-        assert all(a["labels"]["a2a_agent_name"] == MOCK_AGENT for a in firing)
+        assert all(a["labels"]["otel_a2a_agent_name"] == MOCK_AGENT for a in firing)
     lost = _firing(alerts, "A2ATaskLost")
     assert lost[0]["labels"]["severity"] == "critical"
     stale = [a for a in alerts if a["labels"]["alertname"] == "A2ATasksStale"]
-    assert sorted(a["labels"]["a2a_agent_name"] for a in stale) == sorted(STALE_PER_ROUND)
+    assert sorted(a["labels"]["otel_a2a_agent_name"] for a in stale) == sorted(STALE_PER_ROUND)
     assert all(a["state"] in {"pending", "firing"} for a in stale)  # the mock has none stale
     errors = _firing(alerts, "A2AInstrumentationErrors")
     assert [a["labels"]["error_type"] for a in errors] == list(ERRORS_PER_ROUND)
@@ -223,7 +223,11 @@ def test_prometheus_evaluates_every_alert_over_the_run(ops_stack: OpsStack) -> N
 
 def _key(alert: dict[str, Any]) -> tuple[str, str, str]:
     labels = alert["labels"]
-    return (labels["a2a_agent_name"], labels["a2a_divergence_reason"], labels["a2a_operation"])
+    return (
+        labels["otel_a2a_agent_name"],
+        labels["otel_a2a_divergence_reason"],
+        labels["a2a_method_name"],
+    )
 
 
 def test_alertmanager_delivers_to_webhook(ops_stack: OpsStack) -> None:
@@ -241,8 +245,8 @@ def test_alertmanager_delivers_to_webhook(ops_stack: OpsStack) -> None:
         what="A2ATaskLost, A2ATaskStateDivergence and A2AInstrumentationErrors at the webhook",
     )
     lost = next(a for a in alerts if a["labels"]["alertname"] == "A2ATaskLost")
-    assert lost["labels"]["a2a_agent_name"] == MOCK_AGENT
-    assert lost["labels"]["a2a_operation"] == "GetTask"
+    assert lost["labels"]["otel_a2a_agent_name"] == MOCK_AGENT
+    assert lost["labels"]["a2a_method_name"] == "GetTask"
     assert "lost A2A task" in lost["annotations"]["summary"]
     assert lost["annotations"]["runbook"].startswith("1.")
     assert "TaskNotFound" in lost["annotations"]["description"]

@@ -133,34 +133,34 @@ def test_dashboard_content() -> None:
     dash = _dashboard()
     exprs = " ".join(e for _, e in _queries())
     for metric in (
-        "a2a_divergence_total",
-        "a2a_liveness_decisions_total",
-        "a2a_observation_age_seconds_bucket",
-        "a2a_tasks_stale",
-        "a2a_card_etag_changes_total",
-        "a2a_task_get_redundant_total",
-        "a2a_tasks_tracked",
-        "a2a_tasks_evicted_total",
-        "a2a_instrumentation_errors_total",
+        "otel_a2a_divergence_total",
+        "otel_a2a_liveness_decisions_total",
+        "otel_a2a_observation_age_seconds_bucket",
+        "otel_a2a_task_stale",
+        "otel_a2a_card_etag_changes_total",
+        "otel_a2a_task_get_redundant_total",
+        "otel_a2a_task_tracked",
+        "otel_a2a_task_evicted_total",
+        "otel_a2a_instrumentation_errors_total",
     ):
         assert metric in exprs, metric
     assert "histogram_quantile(0.5," in exprs and "histogram_quantile(0.95," in exprs
-    assert "sum by (a2a_divergence_reason, a2a_agent_name)" in exprs
-    assert "sum by (a2a_decision_outcome)" in exprs
-    assert "sum by (a2a_task_state_class)" in exprs
+    assert "sum by (otel_a2a_divergence_reason, otel_a2a_agent_name)" in exprs
+    assert "sum by (otel_a2a_decision_outcome)" in exprs
+    assert "sum by (otel_a2a_task_state_class)" in exprs
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     agent = variables["agent"]
     assert agent["type"] == "query"
     # agents with only observation-side divergences or only stale tasks must be listed too
     assert agent["query"] == (
-        'label_values({__name__=~"a2a_liveness_decisions_total|a2a_divergence_total'
-        '|a2a_tasks_stale"}, a2a_agent_name)'
+        'label_values({__name__=~"otel_a2a_liveness_decisions_total|otel_a2a_divergence_total'
+        '|otel_a2a_task_stale"}, otel_a2a_agent_name)'
     )
     assert agent["includeAll"] is True and agent["datasource"]["uid"] == PROM_UID
     assert variables["jaeger_url"]["type"] in {"textbox", "constant"}
     links = [link for link in dash["links"] if link["type"] == "link"]
     assert len(links) == 1 and links[0]["url"].startswith("${jaeger_url}/search?")
-    assert "a2a.divergence" in links[0]["url"].replace("%22", '"').replace("%3A", ":")
+    assert "otel_a2a.divergence" in links[0]["url"].replace("%22", '"').replace("%3A", ":")
     # every panel and target uses the provisioned Prometheus datasource
     for p in _panels(dash):
         if p["type"] != "row":
@@ -169,8 +169,8 @@ def test_dashboard_content() -> None:
                 assert t["datasource"]["uid"] == PROM_UID
     # panels filterable by agent do filter by it
     for pid, expr in _queries():
-        if "a2a_agent_name" in expr and "label_values" not in expr:
-            assert 'a2a_agent_name=~"$agent"' in expr, pid
+        if "otel_a2a_agent_name" in expr and "label_values" not in expr:
+            assert 'otel_a2a_agent_name=~"$agent"' in expr, pid
     ids = [p["id"] for p in _panels(dash)]
     assert len(ids) == len(set(ids)), "duplicate panel ids"
 
@@ -201,7 +201,10 @@ def test_every_query_parses_offline(tmp_path: Path) -> None:
 
 @pytest.mark.prometheus
 def test_offline_parse_catches_a_broken_query(tmp_path: Path) -> None:
-    exprs = [*_queries(), ("broken", "sum by (a2a_agent_name (rate(a2a_divergence_total[1m]))")]
+    exprs = [
+        *_queries(),
+        ("broken", "sum by (otel_a2a_agent_name (rate(otel_a2a_divergence_total[1m]))"),
+    ]
     path = tmp_path / "broken.rules.yaml"
     path.write_text(yaml.safe_dump(_recording_rules(exprs), sort_keys=False))
     res = run_promtool("check", "rules", str(path))
@@ -223,7 +226,7 @@ def test_query_returns_data_from_real_prometheus(incident_scraped: OpsStack, exp
 
 def test_agent_variable_values_from_real_prometheus(incident_scraped: OpsStack) -> None:
     """The card names of the agents the run talked to (the peers' and the mock's), asked the
-    way Grafana asks for the dashboard's own ``label_values(<selector>, a2a_agent_name)``."""
+    way Grafana asks for the dashboard's own ``label_values(<selector>, otel_a2a_agent_name)``."""
     query = _dashboard()["templating"]["list"][0]["query"]
     selector, _, label = query.removeprefix("label_values(").removesuffix(")").rpartition(", ")
     values = incident_scraped.prometheus.api(f"label/{label}/values", [("match[]", selector)])
@@ -233,8 +236,8 @@ def test_agent_variable_values_from_real_prometheus(incident_scraped: OpsStack) 
 def test_agent_variable_filters(incident_scraped: OpsStack) -> None:
     expr = next(e for i, e in _queries() if i.startswith("Divergences by reason"))
     result = incident_scraped.prometheus.query(substitute(expr, agent=MOCK_AGENT))
-    assert result and {s["metric"]["a2a_agent_name"] for s in result} == {MOCK_AGENT}
-    reasons = {s["metric"]["a2a_divergence_reason"] for s in result}
+    assert result and {s["metric"]["otel_a2a_agent_name"] for s in result} == {MOCK_AGENT}
+    reasons = {s["metric"]["otel_a2a_divergence_reason"] for s in result}
     assert reasons == {
         "task_lost",
         "terminal_regression",
@@ -273,15 +276,17 @@ def test_counts_in_range_include_the_first_event_of_every_series(
     prom = incident_scraped.prometheus
     queries = dict(_queries())
     whole_run = {"__range": "1h"}
-    divergences = _one(prom, "sum(a2a_divergence_total)")
+    divergences = _one(prom, "sum(otel_a2a_divergence_total)")
     assert divergences
     assert _one(prom, substitute(queries["Divergences in range/A"], **whole_run)) == divergences
-    divergent = _one(prom, 'sum(a2a_liveness_decisions_total{a2a_decision_outcome="divergent"})')
-    decisions = _one(prom, "sum(a2a_liveness_decisions_total)")
+    divergent = _one(
+        prom, 'sum(otel_a2a_liveness_decisions_total{otel_a2a_decision_outcome="divergent"})'
+    )
+    decisions = _one(prom, "sum(otel_a2a_liveness_decisions_total)")
     assert divergent and decisions
     share = _one(prom, substitute(queries["Divergent decision share/A"], **whole_run))
     assert share == pytest.approx(divergent / decisions)
-    errors = _one(prom, "sum(a2a_instrumentation_errors_total)")
+    errors = _one(prom, "sum(otel_a2a_instrumentation_errors_total)")
     assert _one(prom, substitute(queries["Instrumentation errors in range/A"], **whole_run)) == (
         errors
     )
@@ -292,7 +297,7 @@ def test_a_quiet_range_has_no_share_rather_than_nan(incident_scraped: OpsStack) 
     shows its noValue), never NaN. Scrapes are 1 s apart: a 3 s range ends up quiet."""
     prom = incident_scraped.prometheus
     prom.wait_for(
-        "sum(increase(a2a_liveness_decisions_total[3s])) == 0",
+        "sum(increase(otel_a2a_liveness_decisions_total[3s])) == 0",
         lambda r: bool(r),
         timeout=15,
         what="a quiet 3 s range after the incident",
@@ -330,9 +335,7 @@ def test_share_is_zero_when_no_decision_diverged(tmp_path: Path) -> None:
     """Decisions taken, none divergent: the divergent series does not exist at all; the
     share must read 0 (healthy), not "no value"."""
     expr = substitute(dict(_queries())["Divergent decision share/A"], __range="5m")
-    decided = (
-        'a2a_liveness_decisions_total{a2a_agent_name="w",a2a_decision_outcome="authoritative"}'
-    )
+    decided = 'otel_a2a_liveness_decisions_total{otel_a2a_agent_name="w",otel_a2a_decision_outcome="authoritative"}'
     _promtool_expr_test(
         tmp_path,
         {decided: "0+1x40"},
@@ -348,14 +351,14 @@ def test_one_event_is_one_bar(tmp_path: Path) -> None:
         next(e for i, e in _queries() if i.startswith("Divergences by reason")),
         __interval="1m",
     )
-    labels = 'a2a_agent_name="w",a2a_divergence_reason="task_lost"'
+    labels = 'otel_a2a_agent_name="w",otel_a2a_divergence_reason="task_lost"'
     events = [
         {"labels": "{" + labels + "}", "value": 1},
     ]
     quiet = [{"labels": "{" + labels + "}", "value": 0}]
     _promtool_expr_test(
         tmp_path,
-        {f'a2a_divergence_total{{{labels},a2a_operation="GetTask"}}': "_x12 1x28"},
+        {f'otel_a2a_divergence_total{{{labels},a2a_method_name="GetTask"}}': "_x12 1x28"},
         [
             {"expr": expr, "eval_time": "3m", "exp_samples": events},
             {"expr": expr, "eval_time": "4m", "exp_samples": quiet},
@@ -373,8 +376,8 @@ def test_an_event_between_two_bars_windows_is_in_the_next_bar(tmp_path: Path) ->
         next(e for i, e in _queries() if i.startswith("Divergences by reason")),
         __interval="30s",
     )
-    labels = 'a2a_agent_name="w",a2a_divergence_reason="heartbeat_gap"'
-    series = {f'a2a_divergence_total{{{labels},a2a_operation="SendMessage"}}': "0x6 1x20"}
+    labels = 'otel_a2a_agent_name="w",otel_a2a_divergence_reason="heartbeat_gap"'
+    series = {f'otel_a2a_divergence_total{{{labels},a2a_method_name="SendMessage"}}': "0x6 1x20"}
     bars = [(33, 0), (63, 1), (93, 0)]
     cases = [
         {
@@ -395,8 +398,8 @@ def test_a_quiet_series_scraped_less_often_than_a_bar_shows_no_bar(tmp_path: Pat
         next(e for i, e in _queries() if i.startswith("Divergences by reason")),
         __interval="30s",
     )
-    labels = 'a2a_agent_name="w",a2a_divergence_reason="heartbeat_gap"'
-    series = {f'a2a_divergence_total{{{labels},a2a_operation="SendMessage"}}': "7x30"}
+    labels = 'otel_a2a_agent_name="w",otel_a2a_divergence_reason="heartbeat_gap"'
+    series = {f'otel_a2a_divergence_total{{{labels},a2a_method_name="SendMessage"}}': "7x30"}
     quiet = [{"labels": "{" + labels + "}", "value": 0}]
     cases = [{"expr": expr, "eval_time": f"{t}s", "exp_samples": quiet} for t in (645, 675, 705)]
     _promtool_expr_test(tmp_path, series, cases, interval="60s")
@@ -406,10 +409,10 @@ def test_a_quiet_series_scraped_less_often_than_a_bar_shows_no_bar(tmp_path: Pat
 def test_a_series_born_and_gone_within_the_range_still_counts(tmp_path: Path) -> None:
     """A replaced pod's divergences happened in the range even if its series is gone now."""
     expr = substitute(dict(_queries())["Divergences in range/A"], __range="1h")
-    labels = 'a2a_agent_name="w",a2a_divergence_reason="heartbeat_gap",a2a_operation="GetTask"'
+    labels = 'otel_a2a_agent_name="w",otel_a2a_divergence_reason="heartbeat_gap",a2a_method_name="GetTask"'
     series = {
-        f'a2a_divergence_total{{{labels},instance="pod-1"}}': "_x8 1 3 5x4 _x40",
-        f'a2a_divergence_total{{{labels},instance="pod-2"}}': "_x20 1x30",
+        f'otel_a2a_divergence_total{{{labels},instance="pod-1"}}': "_x8 1 3 5x4 _x40",
+        f'otel_a2a_divergence_total{{{labels},instance="pod-2"}}': "_x20 1x30",
     }
     _promtool_expr_test(
         tmp_path,

@@ -9,8 +9,8 @@ talks to the real a2a-sdk test peer and twice sends a follow-up to a task it nev
 (``no_observation``): the second one after Prometheus has scraped the first, as a continuing
 incident does (a divergence series is born at 1, and the alert pages a first event only
 once Prometheus is two minutes old; see the rules file's header). Then Jaeger's query API
-returns the ``A2A SendMessage`` spans with their ``a2a.divergence`` events by
-``a2a.task.id``, Prometheus holds ``a2a_divergence_total`` by reason, the shipped alert fires
+returns the ``SendMessage`` spans with their ``otel_a2a.divergence`` events by
+``a2a.task.id``, Prometheus holds ``otel_a2a_divergence_total`` by reason, the shipped alert fires
 at Alertmanager, and Ctrl-C (SIGINT) stops every process of the stack.
 """
 
@@ -139,7 +139,7 @@ def incident(stack: Stack) -> Incident:
         OTEL_BSP_SCHEDULE_DELAY="200",
     )
     found = Incident(stack)
-    reason = 'a2a_divergence_total{a2a_divergence_reason="no_observation"}'
+    reason = 'otel_a2a_divergence_total{otel_a2a_divergence_reason="no_observation"}'
     with running_peer("python") as peer:
         orchestrator = subprocess.Popen(
             [sys.executable, str(ORCHESTRATOR), peer.base_url],
@@ -180,7 +180,7 @@ def _divergent_spans(stack: Stack, task_id: str) -> list[dict[str, Any]]:
         for trace in traces
         for span in trace["spans"]
         if any(
-            {"key": "event", "type": "string", "value": "a2a.divergence"} in log["fields"]
+            {"key": "event", "type": "string", "value": "otel_a2a.divergence"} in log["fields"]
             for log in span["logs"]
         )
     ]
@@ -193,23 +193,23 @@ def test_jaeger_returns_the_divergent_spans_by_task_id(incident: Incident) -> No
             timeout=DEADLINE,
             what=f"Jaeger holding the divergent span of task {task_id}",
         )
-        assert [s["operationName"] for s in spans] == ["A2A SendMessage"]
+        assert [s["operationName"] for s in spans] == ["SendMessage"]
         (event,) = [
             {f["key"]: f["value"] for f in log["fields"]}
             for log in spans[0]["logs"]
-            if {"key": "event", "type": "string", "value": "a2a.divergence"} in log["fields"]
+            if {"key": "event", "type": "string", "value": "otel_a2a.divergence"} in log["fields"]
         ]
-        assert event["a2a.divergence.reason"] == "no_observation"
+        assert event["otel_a2a.divergence.reason"] == "no_observation"
         assert event["a2a.task.id"] == task_id
         tags = {t["key"]: t["value"] for t in spans[0]["tags"]}
         assert tags["a2a.task.id"] == task_id and tags["span.kind"] == "client"
 
 
 def test_prometheus_holds_the_divergences_by_reason(incident: Incident) -> None:
-    result = incident.stack.query(f'a2a_divergence_total{{job="{SERVICE}"}}')
-    by_reason = {r["metric"]["a2a_divergence_reason"]: float(r["value"][1]) for r in result}
+    result = incident.stack.query(f'otel_a2a_divergence_total{{job="{SERVICE}"}}')
+    by_reason = {r["metric"]["otel_a2a_divergence_reason"]: float(r["value"][1]) for r in result}
     assert by_reason == {"no_observation": 2.0}
-    assert result[0]["metric"]["a2a_operation"] == "SendMessage"
+    assert result[0]["metric"]["a2a_method_name"] == "SendMessage"
 
 
 def test_the_shipped_alert_fires_at_alertmanager(incident: Incident) -> None:
@@ -221,13 +221,13 @@ def test_the_shipped_alert_fires_at_alertmanager(incident: Incident) -> None:
             a
             for a in alerts
             if a["labels"]["alertname"] == "A2ATaskStateDivergence"
-            and a["labels"].get("a2a_divergence_reason") == "no_observation"
+            and a["labels"].get("otel_a2a_divergence_reason") == "no_observation"
             and a["status"]["state"] == "active"
         ]
 
     (alert,) = poll(firing, timeout=DEADLINE, what="A2ATaskStateDivergence at Alertmanager")
     assert alert["labels"]["job"] == SERVICE
-    assert alert["labels"]["a2a_operation"] == "SendMessage"
+    assert alert["labels"]["a2a_method_name"] == "SendMessage"
 
 
 def test_jaeger_serves_a_placeholder_instead_of_its_ui(stack: Stack) -> None:

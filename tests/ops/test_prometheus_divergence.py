@@ -3,7 +3,7 @@
 The run (tests/support/instrumented_run.py) is a plain httpx A2A client instrumented only by
 ``OTEL_A2A_ENABLED=true``; its baseline is quiet and each incident round produces a known set
 of divergences against the real Python and Node test peers and a scripted misbehaving agent.
-What Prometheus returns for ``a2a_divergence_total`` by reason (and the other metric
+What Prometheus returns for ``otel_a2a_divergence_total`` by reason (and the other metric
 series) must equal those numbers exactly: nothing lost, nothing double counted, on the scrape
 path the dashboard and the alert rules read.
 """
@@ -37,12 +37,12 @@ def _values(result: list[dict[str, Any]], *labels: str) -> dict[Any, float]:
 
 def test_divergences_by_reason_are_exact(incident_scraped: OpsStack) -> None:
     result = incident_scraped.prometheus.query(
-        "sum by (a2a_divergence_reason) (a2a_divergence_total)"
+        "sum by (otel_a2a_divergence_reason) (otel_a2a_divergence_total)"
     )
     expected: Counter[str] = Counter()
     for (reason, _op, _agent), n in DIVERGENCES_PER_ROUND.items():
         expected[reason] += n * ROUNDS
-    assert _values(result, "a2a_divergence_reason") == dict(expected)
+    assert _values(result, "otel_a2a_divergence_reason") == dict(expected)
     assert dict(expected) == {
         "heartbeat_gap": 4,
         "no_observation": 4,
@@ -57,8 +57,8 @@ def test_divergences_by_reason_are_exact(incident_scraped: OpsStack) -> None:
 def test_divergences_by_reason_operation_and_agent_are_exact(
     incident_scraped: OpsStack,
 ) -> None:
-    result = incident_scraped.prometheus.query("a2a_divergence_total")
-    got = _values(result, "a2a_divergence_reason", "a2a_operation", "a2a_agent_name")
+    result = incident_scraped.prometheus.query("otel_a2a_divergence_total")
+    got = _values(result, "otel_a2a_divergence_reason", "a2a_method_name", "otel_a2a_agent_name")
     assert got == times(DIVERGENCES_PER_ROUND, ROUNDS)
     # one series per (reason, operation, agent): no task or message id leaked into labels
     labels = {name for s in result for name in s["metric"]}
@@ -66,9 +66,9 @@ def test_divergences_by_reason_operation_and_agent_are_exact(
         "__name__",
         "job",
         "instance",
-        "a2a_divergence_reason",
-        "a2a_operation",
-        "a2a_agent_name",
+        "otel_a2a_divergence_reason",
+        "a2a_method_name",
+        "otel_a2a_agent_name",
         "otel_scope_name",
         "otel_scope_version",
     }, labels  # (an empty otel_scope_schema_url is no label in Prometheus)
@@ -76,28 +76,32 @@ def test_divergences_by_reason_operation_and_agent_are_exact(
 
 def test_baseline_had_no_divergence(incident_scraped: OpsStack) -> None:
     baseline = incident_scraped.baseline
-    assert baseline["a2a_divergence_total"] == []
+    assert baseline["otel_a2a_divergence_total"] == []
     assert _values(
-        baseline["a2a_liveness_decisions_total"], "a2a_decision_outcome", "a2a_agent_name"
+        baseline["otel_a2a_liveness_decisions_total"],
+        "otel_a2a_decision_outcome",
+        "otel_a2a_agent_name",
     ) == {k: float(v) for k, v in DECISIONS_BASELINE.items()}
-    assert baseline["a2a_task_get_redundant_total"] == []
-    assert baseline["a2a_card_etag_changes_total"] == []
+    assert baseline["otel_a2a_task_get_redundant_total"] == []
+    assert baseline["otel_a2a_card_etag_changes_total"] == []
 
 
 def test_decisions_and_other_counters_are_exact(incident_scraped: OpsStack) -> None:
     prom = incident_scraped.prometheus
     decisions = _values(
-        prom.query("a2a_liveness_decisions_total"), "a2a_decision_outcome", "a2a_agent_name"
+        prom.query("otel_a2a_liveness_decisions_total"),
+        "otel_a2a_decision_outcome",
+        "otel_a2a_agent_name",
     )
     assert decisions == times(DECISIONS_PER_ROUND, ROUNDS, DECISIONS_BASELINE)
-    redundant = _values(prom.query("a2a_task_get_redundant_total"), "a2a_agent_name")
+    redundant = _values(prom.query("otel_a2a_task_get_redundant_total"), "otel_a2a_agent_name")
     assert redundant == times(REDUNDANT_GETS_PER_ROUND, ROUNDS)
-    etags = _values(prom.query("a2a_card_etag_changes_total"), "a2a_agent_name")
+    etags = _values(prom.query("otel_a2a_card_etag_changes_total"), "otel_a2a_agent_name")
     assert etags == times(ETAG_CHANGES_PER_ROUND, ROUNDS)
-    errors = _values(prom.query("a2a_instrumentation_errors_total"), "error_type")
+    errors = _values(prom.query("otel_a2a_instrumentation_errors_total"), "error_type")
     assert errors == times(ERRORS_PER_ROUND, ROUNDS)
     # every decision is in the age histogram except the no_observation ones (no age)
-    counts = _values(prom.query("a2a_observation_age_seconds_count"), "a2a_agent_name")
+    counts = _values(prom.query("otel_a2a_observation_age_seconds_count"), "otel_a2a_agent_name")
     no_age = times(
         {a: n for (r, _, a), n in DIVERGENCES_PER_ROUND.items() if r == "no_observation"},
         ROUNDS,
@@ -110,11 +114,11 @@ def test_decisions_and_other_counters_are_exact(incident_scraped: OpsStack) -> N
 
 def test_stale_and_tracked_tasks(incident_scraped: OpsStack) -> None:
     prom = incident_scraped.prometheus
-    stale = _values(prom.query("a2a_tasks_stale"), "a2a_agent_name")
+    stale = _values(prom.query("otel_a2a_task_stale"), "otel_a2a_agent_name")
     assert stale == times(STALE_PER_ROUND, ROUNDS)
-    tracked = _values(prom.query("a2a_tasks_tracked"), "a2a_task_state_class")
+    tracked = _values(prom.query("otel_a2a_task_tracked"), "otel_a2a_task_state_class")
     # the stale slow tasks are the only live ones; the bounded ledger evicted terminal ones
     assert tracked["active"] == sum(times(STALE_PER_ROUND, ROUNDS).values())
     assert tracked["interrupted"] == 0 and tracked["terminal"] > 0
-    evicted = prom.query("a2a_tasks_evicted_total")
+    evicted = prom.query("otel_a2a_task_evicted_total")
     assert evicted and float(evicted[0]["value"][1]) > 0

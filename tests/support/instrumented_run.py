@@ -65,7 +65,7 @@ MOCK_BASE = "http://misbehaving-agent.test"
 AGENTS = (PYTHON_AGENT, NODE_AGENT, MOCK_AGENT)
 PEER_AGENTS = (PYTHON_AGENT, NODE_AGENT)
 
-# (a2a.divergence.reason, a2a.operation, a2a.agent.name) -> divergences per incident round
+# (otel_a2a.divergence.reason, a2a.method.name, otel_a2a.agent.name) -> divergences per incident round
 DIVERGENCES_PER_ROUND: dict[tuple[str, str, str], int] = {
     **{("heartbeat_gap", "SendMessage", agent): 1 for agent in PEER_AGENTS},
     **{("no_observation", "SendMessage", agent): 1 for agent in PEER_AGENTS},
@@ -75,7 +75,7 @@ DIVERGENCES_PER_ROUND: dict[tuple[str, str, str], int] = {
     ("unknown_state", "GetTask", MOCK_AGENT): 1,
     ("etag_changed", "CancelTask", MOCK_AGENT): 1,
 }
-# (a2a.decision.outcome, a2a.agent.name) -> liveness decisions
+# (otel_a2a.decision.outcome, otel_a2a.agent.name) -> liveness decisions
 DECISIONS_BASELINE: dict[tuple[str, str], int] = {("authoritative", a): 1 for a in AGENTS}
 DECISIONS_PER_ROUND: dict[tuple[str, str], int] = {
     **{("divergent", agent): 2 for agent in PEER_AGENTS},

@@ -74,9 +74,9 @@ def main(name: str, base: str, task_id: str = "", context_id: str = "") -> None:
         [
             span.name,
             [
-                str(e.attributes["a2a.divergence.reason"])
+                str(e.attributes["otel_a2a.divergence.reason"])
                 for e in span.events
-                if e.name == "a2a.divergence" and e.attributes
+                if e.name == "otel_a2a.divergence" and e.attributes
             ],
         ]
         for span in exporter.get_finished_spans()
@@ -88,10 +88,11 @@ def main(name: str, base: str, task_id: str = "", context_id: str = "") -> None:
         "error": error,
         "spans": spans,
         "decisions": {
-            str(a["a2a.decision.outcome"]): v for a, v in points(reader, "a2a.liveness.decisions")
+            str(a["otel_a2a.decision.outcome"]): v
+            for a, v in points(reader, "otel_a2a.liveness.decisions")
         },
         "errors": {
-            str(a["error.type"]): v for a, v in points(reader, "a2a.instrumentation.errors")
+            str(a["error.type"]): v for a, v in points(reader, "otel_a2a.instrumentation.errors")
         },
     }
     print(json.dumps(out), flush=True)

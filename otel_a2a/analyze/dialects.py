@@ -1,0 +1,102 @@
+"""The span attribute dialects A2A runtimes report task beliefs in, read as one. Pure.
+
+A task's beliefs are compared whatever runtime reported them, so each span's attributes go
+through one reading: the task, the state (as spelt, and canonical), whether the observation was
+authoritative, the A2A method and the agent. The dialects, first match wins
+(tests/fixtures/dialects/ records one span of each, with where its names come from):
+
+- OpenTelemetry's A2A semantic conventions (``a2a.method.name``, ``a2a.task.id``,
+  ``a2a.task.state`` = ``TASK_STATE_*``, ``gen_ai.agent.name``): otel-a2a now, and Bifrost,
+  whose names are the convention's;
+- otel-a2a before it spoke the convention (``a2a.operation``, ``a2a.task.state.raw``,
+  ``a2a.agent.name``, ``a2a.task.state`` = ``working``...): files dumped before the change;
+- the A2A Java SDK's OpenTelemetry extras (``gen_ai.agent.a2a.task_id``, ``.status``,
+  ``.operation.name``);
+- Kong AI Gateway (``kong.a2a.task.id``, ``kong.a2a.task.state``, ``kong.a2a.operation``);
+- agentgateway (``a2a.method``, with ``a2a.task.state``).
+
+A v0.3 or JSON-RPC method spelling (``message/send``) is read as its v1.0 method name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from otel_a2a import semconv as sc
+from otel_a2a.protocol.classify import JSONRPC_METHODS
+from otel_a2a.protocol.model import Operation
+from otel_a2a.protocol.states import TaskState, normalize_task_state
+
+_MAX_TEXT = 256  # ids, names and spellings are short; never hold a huge attribute value
+
+# otel-a2a's names before it spoke OpenTelemetry's A2A conventions
+LEGACY_OPERATION = "a2a.operation"
+LEGACY_STATE_RAW = "a2a.task.state.raw"
+LEGACY_AGENT_NAME = "a2a.agent.name"
+LEGACY_AUTHORITATIVE = "a2a.observation.authoritative"
+LEGACY_TASK_STATUS = "a2a.task.status"
+LEGACY_TASK_SWAPPED = "a2a.task.swapped"
+# the A2A Java SDK's OpenTelemetry extras (A2AObservabilityNames)
+JAVA_TASK_ID = "gen_ai.agent.a2a.task_id"
+JAVA_STATUS = "gen_ai.agent.a2a.status"
+JAVA_OPERATION = "gen_ai.agent.a2a.operation.name"
+# Kong AI Gateway's A2A span
+KONG_TASK_ID = "kong.a2a.task.id"
+KONG_STATE = "kong.a2a.task.state"
+KONG_OPERATION = "kong.a2a.operation"
+# agentgateway's request span
+AGENTGATEWAY_METHOD = "a2a.method"
+
+# in order of preference: the first key present wins
+_TASK_IDS = (sc.TASK_ID, JAVA_TASK_ID, KONG_TASK_ID)
+# wire spellings first: a canonical value says less than the spelling it came from
+_STATES = (sc.TASK_STATE_RAW, LEGACY_STATE_RAW, sc.TASK_STATE, JAVA_STATUS, KONG_STATE)
+_OPERATIONS = (sc.OPERATION, LEGACY_OPERATION, JAVA_OPERATION, KONG_OPERATION, AGENTGATEWAY_METHOD)
+_AGENTS = (sc.AGENT_NAME, LEGACY_AGENT_NAME)
+_AUTHORITATIVE = (sc.AUTHORITATIVE, LEGACY_AUTHORITATIVE)
+
+# span events that carry one belief each (a streamed status, the task a reply answered instead)
+BELIEF_EVENTS = frozenset(
+    {sc.EVENT_TASK_STATUS, sc.EVENT_TASK_SWAPPED, LEGACY_TASK_STATUS, LEGACY_TASK_SWAPPED}
+)
+
+
+class Reading(NamedTuple):
+    """What one span's (or event's) attributes say of a task, in otel-a2a's terms; empty
+    strings where they say nothing. ``state`` is None when no state is carried."""
+
+    task_id: str
+    state: tuple[TaskState, str] | None
+    authoritative: bool
+    operation: str
+    agent_name: str
+
+
+def _first_text(attrs: Mapping[str, object], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value:
+            return value[:_MAX_TEXT]
+    return ""
+
+
+def method_name(spelling: str) -> str:
+    """The v1.0 method name of a method spelling (``message/send`` -> ``SendMessage``); an
+    unknown spelling is kept as it is (the metric turns it into ``_OTHER``)."""
+    op = JSONRPC_METHODS.get(spelling)
+    if op is None and spelling == Operation.GET_AGENT_CARD.value:
+        op = Operation.GET_AGENT_CARD
+    return op.value if op is not None else spelling
+
+
+def read(attrs: Mapping[str, object]) -> Reading:
+    """One reading of ``attrs`` in whichever dialect it is spelt."""
+    raw = _first_text(attrs, _STATES)
+    return Reading(
+        task_id=_first_text(attrs, _TASK_IDS),
+        state=(normalize_task_state(raw), raw) if raw else None,
+        authoritative=any(attrs.get(key) is True for key in _AUTHORITATIVE),
+        operation=method_name(_first_text(attrs, _OPERATIONS)),
+        agent_name=_first_text(attrs, _AGENTS),
+    )
