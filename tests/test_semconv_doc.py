@@ -8,6 +8,7 @@ match the ones the package counts, and the metric kinds and units are those the 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from otel_a2a.detect import Detector, DivergenceReason
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.metrics import A2AMetrics, activate
 from otel_a2a.protocol.model import Operation
-from otel_a2a.protocol.states import StateClass, TaskState
+from otel_a2a.protocol.states import StateClass, TaskState, semconv_state
 from tests.detect.helpers import make_obs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,15 @@ PAGE = REPO / "docs" / "semantic-conventions.md"
 PACKAGE = REPO / "otel_a2a"
 
 # constants of semconv.py that are values or the scope, not attribute names
-VALUES = {"SCOPE", "OP_DECISION", "OP_UNKNOWN", "OTHER", "ERROR_TYPE_OTHER"}
+VALUES = {
+    "SCOPE",
+    "SCHEMA_URL",
+    "RPC_SYSTEM_A2A",
+    "OP_DECISION",
+    "OP_UNKNOWN",
+    "OTHER",
+    "ERROR_TYPE_OTHER",
+}
 # attributes only events or metrics carry
 NOT_ON_SPANS = {
     sc.DIVERGENCE_REASON,
@@ -40,9 +49,20 @@ NOT_ON_SPANS = {
     sc.TASK_STATE_CLASS,
     sc.DECISION_OUTCOME,
     sc.TASK_ID_REQUESTED,
+    sc.AGENT_LABEL,
+}
+# names of the general OpenTelemetry conventions (the rest is the A2A convention's or ours)
+OTEL_GENERAL = {
+    sc.ERROR_TYPE,
+    sc.HTTP_STATUS_CODE,
+    sc.RPC_SYSTEM,
+    sc.RPC_METHOD,
+    sc.RPC_RESPONSE_STATUS_CODE,
+    sc.SERVER_ADDRESS,
+    sc.SERVER_PORT,
 }
 # a dotted name in backticks that looks like one of ours: it must exist
-DOTTED = re.compile(r"`((?:a2a|rpc|http|error)\.[a-z_.]+)`")
+DOTTED = re.compile(r"`((?:a2a|otel_a2a|gen_ai|rpc|http|error|server)\.[a-z_.]+)`")
 TICKED = re.compile(r"`([^`]+)`")
 
 
@@ -110,6 +130,26 @@ def test_every_attribute_is_documented_and_every_documented_attribute_exists() -
     assert span == ATTRIBUTES - NOT_ON_SPANS
 
 
+def test_each_attribute_names_its_source() -> None:
+    """The source column: otel-a2a's own names are exactly those under ``otel_a2a.``; the
+    general conventions' are the ones listed above; the rest is the A2A convention's."""
+    for cells in rows("Span attributes"):
+        (name,) = TICKED.findall(cells[0])
+        if name.startswith("otel_a2a."):
+            expected = "otel-a2a"
+        elif name in OTEL_GENERAL:
+            expected = "OTel"
+        else:
+            expected = "A2A"
+        assert cells[1] == expected, name
+
+
+def test_the_convention_commit_read_is_named() -> None:
+    table = json.loads((REPO / "tests/fixtures/semconv/a2a-client-span.json").read_text())
+    assert table["source"]["commit"] in PAGE.read_text()
+    assert f"`{sc.SCHEMA_URL}`" in PAGE.read_text()
+
+
 def test_every_dotted_name_on_the_page_exists() -> None:
     """Prose included: a misspelt or retired name anywhere on the page fails."""
     text = PAGE.read_text()
@@ -137,17 +177,15 @@ def test_reason_values_match_the_enum() -> None:
 
 
 def test_state_values_and_their_classes_match_the_enums() -> None:
-    table = {
-        TICKED.findall(c[0])[0]: c[1]
-        for c in rows("a2a.task.state and otel_a2a.decision.assumed_state")
-    }
-    assert table == {s.value: s.state_class.value for s in TaskState}
+    table = {TICKED.findall(c[0])[0]: c[1] for c in rows("a2a.task.state")}
+    assert table == {semconv_state(s): s.state_class.value for s in TaskState}
     classes = {
         TICKED.findall(c[0])[0]: set(TICKED.findall(c[1]))
         for c in rows("otel_a2a.task.state.class")
     }
     assert classes == {
-        cls.value: {s.value for s in TaskState if s.state_class is cls} for cls in StateClass
+        cls.value: {semconv_state(s) for s in TaskState if s.state_class is cls}
+        for cls in StateClass
     }
 
 
