@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import Sampler
 
 from otel_a2a.instrumentation import A2AInstrumentor
+from tests.instrumentation.semconv_conformance import check_all
 
 
 @dataclass
@@ -103,11 +104,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+# modules whose spans come from the a2a-sdk client against real SDK servers, every binding
+CONFORMANCE_MODULES = {"test_real_peers", "test_grpc_real_peer"}
+
+
 @pytest.fixture
-def otel() -> Iterator[Harness]:
+def otel(request: pytest.FixtureRequest) -> Iterator[Harness]:
     harness, instrumentor = make_harness()
     try:
         yield harness
+        if request.module.__name__.rsplit(".", 1)[-1] in CONFORMANCE_MODULES:
+            check_all(harness.spans())
     finally:
         instrumentor.uninstrument()
 

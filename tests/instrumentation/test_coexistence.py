@@ -232,9 +232,9 @@ def test_a2a_sdk_tracing_coexists(global_provider: Harness, python_peer: str) ->
     first, follow_up = otel.spans("SendMessage")
     assert divergences(first) == []
     assert divergences(follow_up) == ["no_observation"]
-    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="no_observation") == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="no_observation") == 1
     assert otel.total("otel_a2a.divergence") == 1
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="divergent") == 1
     assert otel.total("otel_a2a.task.get.redundant") == 1
 
 

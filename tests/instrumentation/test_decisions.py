@@ -41,9 +41,9 @@ def test_observe_mode_reports_and_runs_the_block(otel: Harness) -> None:
     assert attrs["otel_a2a.liveness.decision"] is True
     assert attrs["otel_a2a.decision.assumed_state"] == "working"
     assert "otel_a2a.agent.url" not in attrs  # never seen, no agent given: no URL to record
-    assert otel.total("otel_a2a.divergence", a2a__operation="liveness_decision") == 1
+    assert otel.total("otel_a2a.divergence", a2a__method__name="liveness_decision") == 1
     # counted under a label no agent's card name collides with (cf. ``_OTHER``)
-    assert otel.total("otel_a2a.divergence", a2a__agent__name="_UNKNOWN") == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__agent__name="_UNKNOWN") == 1
 
 
 def test_enforce_raises_before_the_block(enforcing: Harness) -> None:
@@ -68,7 +68,7 @@ def test_enforce_lets_an_authoritative_decision_through(enforcing: Harness) -> N
     assert act() == "acted"
     assert divergences(enforcing.span("liveness_decision")) == []
     assert (
-        enforcing.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+        enforcing.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
     )
 
 
@@ -207,7 +207,7 @@ def test_processor_turns_foreign_states_into_observations(otel: Harness) -> None
         "server", attributes={"a2a.task.id": "tY", "otel_a2a.task.state.raw": "Working"}
     ):
         pass
-    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
     with liveness_decision("tY"):
         pass
     assert divergences(otel.span("liveness_decision")) == []
@@ -300,7 +300,7 @@ def test_processor_neither_judges_nor_tracks_an_overlong_task_id(otel: Harness) 
     with tracer.start_as_current_span("wait_on_task", attributes=decision):
         pass
     assert rt.detector.ledger.get(at_bound) is not None
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
 
 
 def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harness) -> None:
@@ -318,7 +318,7 @@ def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harnes
         "server", attributes={"a2a.task.id": "tY", "otel_a2a.task.state.raw": "Working"}
     ):
         pass
-    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
     # a second span, judged too: only a repeat of the same span is skipped
     with tracer.start_as_current_span(
         "wait_again", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "tX"}

@@ -68,8 +68,8 @@ def test_follow_up_without_observation_is_no_observation(otel: Harness) -> None:
     span = otel.span("SendMessage")
     assert divergences(span) == ["no_observation"]
     assert (span.attributes or {})["otel_a2a.liveness.decision"] is True
-    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="no_observation") == 1
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="divergent") == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="no_observation") == 1
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="divergent") == 1
     # the event is also a log record, in the span's trace context
     (record,) = [d.log_record for d in otel.logs.get_finished_logs()]
     attrs = dict(record.attributes or {})
@@ -101,7 +101,7 @@ def test_heartbeat_gap_then_authoritative_after_poll(otel: Harness, clock: Clock
     assert event.attributes["otel_a2a.observation.age"] == pytest.approx(6)
     assert event.attributes["otel_a2a.card.heartbeat_interval"] == 5
     assert event.attributes["a2a.task.state"] == "working"
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
 
 
 def test_etag_change_wins_over_gap(otel: Harness, clock: Clock) -> None:
@@ -162,7 +162,7 @@ def test_observation_side_reasons(otel: Harness, spelling: str, reason: str) -> 
     span = otel.span("GetTask")
     assert divergences(span) == [reason]
     assert (
-        otel.total("otel_a2a.divergence", a2a__divergence__reason=reason, a2a__operation="GetTask")
+        otel.total("otel_a2a.divergence", otel_a2a__divergence__reason=reason, a2a__method__name="GetTask")
         == 1
     )
 
@@ -275,10 +275,10 @@ def test_sampled_out_spans_still_detect() -> None:
             agent.rpc(client, "CancelTask", {"id": "t1"})
         assert harness.spans() == []
         assert (
-            harness.total("otel_a2a.divergence", a2a__divergence__reason="non_canonical_state") == 2
+            harness.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 2
         )
         assert (
-            harness.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative")
+            harness.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative")
             == 1
         )
     finally:
@@ -569,7 +569,7 @@ def test_an_unspecified_state_omitted_by_protojson_is_unknown_not_a_divergence(
     assert (attrs["a2a.task.state"], attrs["otel_a2a.task.state.raw"]) == ("unknown", "")
     assert divergences(span) == []
     assert divergences(otel.span("liveness_decision")) == ["no_observation"]
-    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="unknown_state") == 0
+    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="unknown_state") == 0
 
 
 @pytest.mark.parametrize(
@@ -644,8 +644,8 @@ def test_the_stale_gauge_counts_silent_non_terminal_tasks_per_agent(
         client.get("/.well-known/agent-card.json")
         agent.rpc(client, "GetTask", {"id": "t1"})
         agent.rpc(client, "GetTask", {"id": "t2"})
-        assert otel.total("otel_a2a.task.stale", a2a__agent__name="Fake Agent") == 0
+        assert otel.total("otel_a2a.task.stale", otel_a2a__agent__name="Fake Agent") == 0
         clock.advance(6)  # past the heartbeat: t1 is stale, t2 has ended (never stale)
-        assert otel.total("otel_a2a.task.stale", a2a__agent__name="Fake Agent") == 1
+        assert otel.total("otel_a2a.task.stale", otel_a2a__agent__name="Fake Agent") == 1
         agent.rpc(client, "GetTask", {"id": "t1"})  # observed again
-        assert otel.total("otel_a2a.task.stale", a2a__agent__name="Fake Agent") == 0
+        assert otel.total("otel_a2a.task.stale", otel_a2a__agent__name="Fake Agent") == 0

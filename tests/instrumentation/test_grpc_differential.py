@@ -214,7 +214,7 @@ def test_task_lost_from_the_status_details(otel: Harness) -> None:
     assert (first.attributes or {})["a2a.task.state"] == "working"
     assert divergences(second) == ["task_lost"]
     assert (second.attributes or {})["error.type"] == "TASK_NOT_FOUND"
-    assert otel.total("otel_a2a.divergence", a2a__divergence__reason="task_lost") == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="task_lost") == 1
     assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 

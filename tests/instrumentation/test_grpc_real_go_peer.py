@@ -160,7 +160,7 @@ def test_a_refused_cancel_states_the_task_s_state(otel: Harness, go_grpc_peer: R
     assert attrs(cancel)["error.type"] == "TASK_NOT_CANCELABLE"
     with liveness_decision(task.id, agent=f"grpc://{target}"):
         pass
-    reason = "a2a__divergence__reason"
+    reason = "otel_a2a__divergence__reason"
     assert otel.total("otel_a2a.divergence", **{reason: "terminal_state"}) == 1
     assert otel.total("otel_a2a.divergence") == 1
     assert otel.total("otel_a2a.instrumentation.errors") == 0

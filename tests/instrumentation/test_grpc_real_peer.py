@@ -174,11 +174,11 @@ def test_send_get_list_cancel(otel: Harness, peer: RunningPeer, mode: Mode) -> N
     assert all(s.kind.name == "CLIENT" for s in otel.spans())
     assert all(s.events == () for s in otel.spans())
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
     # GetTask on the completed task, and on the slow one right after its SendMessage
-    assert otel.points("otel_a2a.task.get.redundant") == [({"gen_ai.agent.name": agent.name}, 2)]
+    assert otel.points("otel_a2a.task.get.redundant") == [({"otel_a2a.agent.name": agent.name}, 2)]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
     assert otel.total("otel_a2a.instrumentation.errors") == 0
 
@@ -217,7 +217,7 @@ def test_streams_status_events_and_follow_up(otel: Harness, peer: RunningPeer, m
     assert attrs(send) == expected
     assert send.events == ()
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
@@ -416,7 +416,7 @@ def test_push_config_creation_is_a_decision(otel: Harness, peer: RunningPeer) ->
     assert span_attrs["otel_a2a.binding"] == "GRPC"
     assert span_attrs["rpc.response.status_code"] != 0 and "error.type" in span_attrs
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
 

@@ -213,7 +213,7 @@ def task_attrs(
         "otel_a2a.card.etag": agent.etag,
         "a2a.task.id": task.id,
         "gen_ai.conversation.id": task.context_id,
-        "a2a.task.state": state,
+        "a2a.task.state": "TASK_STATE_" + state.upper().replace("-", "_"),
         "otel_a2a.task.state.raw": wire(mode, state),
         "otel_a2a.observation.authoritative": True,
         "http.response.status_code": 200,
@@ -363,15 +363,15 @@ def test_send_get_list_cancel(otel: Harness, http_lib: ModuleType, peer: str, mo
     assert [s.name for s in otel.spans()] == names
     # CancelTask right after a GetTask: fresh, same etag, live -> authoritative, no divergence
     assert all(divergences(s) == [] and s.events == () for s in otel.spans())
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="divergent") == 0
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="divergent") == 0
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
     # GetTask on a terminal task under the same etag, twice, and GetTask right after the
     # SendMessage that returned the fresh slow task: all three redundant
-    assert otel.points("otel_a2a.task.get.redundant") == [({"gen_ai.agent.name": agent.name}, 3)]
+    assert otel.points("otel_a2a.task.get.redundant") == [({"otel_a2a.agent.name": agent.name}, 3)]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
     assert otel.total("otel_a2a.observation.age") == 1  # one decision, one age sample
 
@@ -424,7 +424,7 @@ def test_streamed_status_updates_and_follow_up(
     )
     assert divergences(send) == [] and send.events == ()
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
     assert otel.total("otel_a2a.task.get.redundant") == 0
@@ -464,7 +464,7 @@ def test_subscribe_to_slow_task_then_cancel(
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert divergences(cancel) == []
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
@@ -521,7 +521,7 @@ def test_follow_up_to_a_task_never_observed(
         )
     ]
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "divergent", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "divergent", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.observation.age") == 0  # nothing observed, no age
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
@@ -556,9 +556,9 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     card, agent, waiting, slow = run(ask())
     assert canonical(waiting.status.state) == "input-required"
     assert canonical(slow.status.state) in ("submitted", "working")
-    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 0)]
+    assert otel.points("otel_a2a.task.stale") == [({"otel_a2a.agent.name": agent.name}, 0)]
     ahead.advance(HEARTBEAT + 1)
-    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 1)]
+    assert otel.points("otel_a2a.task.stale") == [({"otel_a2a.agent.name": agent.name}, 1)]
     assert tracked(otel) == {"active": 1, "interrupted": 1, "terminal": 0}
 
     followed, canceled = run(answer(card))
@@ -586,8 +586,8 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
         )
     ]
     assert sorted(otel.points("otel_a2a.liveness.decisions"), key=str) == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1),
-        ({"otel_a2a.decision.outcome": "divergent", "gen_ai.agent.name": agent.name}, 1),
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1),
+        ({"otel_a2a.decision.outcome": "divergent", "otel_a2a.agent.name": agent.name}, 1),
     ]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
     assert otel.points("otel_a2a.task.stale") == []  # no agent has a task left to go stale
@@ -696,4 +696,4 @@ def test_card_variants_per_version_are_not_etag_changes(
     assert attrs(otel.span("GetTask"))["otel_a2a.card.etag"] == bare.headers["etag"]
     assert otel.total("otel_a2a.card.etag.changes") == 0
     assert divergences(otel.span("CancelTask")) == []
-    assert otel.total("otel_a2a.liveness.decisions", a2a__decision__outcome="authoritative") == 1
+    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1

@@ -192,10 +192,10 @@ def test_send_get_list_cancel(otel: Harness, peer: str, mode: Mode) -> None:
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert all(divergences(s) == [] and s.events == () for s in otel.spans())
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "authoritative", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
     assert otel.total("otel_a2a.divergence") == 0
-    assert otel.points("otel_a2a.task.get.redundant") == [({"gen_ai.agent.name": agent.name}, 3)]
+    assert otel.points("otel_a2a.task.get.redundant") == [({"otel_a2a.agent.name": agent.name}, 3)]
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 2}
 
 
@@ -387,7 +387,7 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: str, mode: Mode
     )
     assert divergences(send) == ["no_observation"]
     assert otel.points("otel_a2a.liveness.decisions") == [
-        ({"otel_a2a.decision.outcome": "divergent", "gen_ai.agent.name": agent.name}, 1)
+        ({"otel_a2a.decision.outcome": "divergent", "otel_a2a.agent.name": agent.name}, 1)
     ]
 
 
@@ -414,9 +414,9 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
         return followed, canceled
 
     card, agent, waiting, slow = run(ask())
-    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 0)]
+    assert otel.points("otel_a2a.task.stale") == [({"otel_a2a.agent.name": agent.name}, 0)]
     ahead.advance(HEARTBEAT + 1)
-    assert otel.points("otel_a2a.task.stale") == [({"gen_ai.agent.name": agent.name}, 1)]
+    assert otel.points("otel_a2a.task.stale") == [({"otel_a2a.agent.name": agent.name}, 1)]
     assert tracked(otel) == {"active": 1, "interrupted": 1, "terminal": 0}
 
     followed, canceled = run(answer(card))

@@ -55,7 +55,7 @@ def test_a_peer_resolved_before_a_card_fetch_is_resolved_again(otel: Harness) ->
         "w2",
     )
     assert rt.peer("http://w.test/a2a").etag == '"v2"'
-    assert otel.total("otel_a2a.card.etag.changes", a2a__agent__name="w2") == 1
+    assert otel.total("otel_a2a.card.etag.changes", otel_a2a__agent__name="w2") == 1
 
 
 def test_hosts_without_cards_cannot_take_every_label(otel: Harness) -> None:

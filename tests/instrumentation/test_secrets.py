@@ -247,7 +247,7 @@ def test_no_planted_secret_reaches_any_span_log_or_metric(
     assert agent.base in urls and python_peer in urls
     assert INVALID_URL in urls  # what a malformed hint is recorded as
     assert len(otel.logs.get_finished_logs()) >= len(malformed_hints(hostport))
-    assert otel.total("otel_a2a.divergence", a2a__agent__name=INVALID_URL) > 0
+    assert otel.total("otel_a2a.divergence", otel_a2a__agent__name=INVALID_URL) > 0
 
 
 @pytest.mark.parametrize("hint", malformed_hints("127.0.0.1:8080"))
@@ -258,7 +258,7 @@ def test_a_malformed_hint_is_recorded_as_invalid(otel: Harness, hint: str) -> No
     assert dict(span.attributes or {})["otel_a2a.agent.url"] == INVALID_URL
     (record,) = otel.logs.get_finished_logs()
     assert dict(record.log_record.attributes or {})["gen_ai.agent.name"] == INVALID_URL
-    assert otel.total("otel_a2a.divergence", a2a__agent__name=INVALID_URL) == 1
+    assert otel.total("otel_a2a.divergence", otel_a2a__agent__name=INVALID_URL) == 1
 
 
 def test_a_well_formed_hint_keeps_only_its_origin(otel: Harness) -> None:

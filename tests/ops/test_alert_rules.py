@@ -104,8 +104,8 @@ def test_every_alert_has_annotations_and_contract_names() -> None:
 
 
 def _metric_names(expr: str) -> set[str]:
-    """The ``a2a_*`` tokens of an expression that are not contract label names."""
-    return set(re.findall(r"\ba2a_[a-z0-9_]+\b", expr)) - CONTRACT_LABELS
+    """The ``otel_a2a_*`` tokens of an expression that are not contract label names."""
+    return set(re.findall(r"\botel_a2a_[a-z0-9_]+\b", expr)) - CONTRACT_LABELS
 
 
 def test_stale_alert_waits_one_heartbeat() -> None:

@@ -71,7 +71,8 @@ def test_divergences_by_reason_operation_and_agent_are_exact(
         "otel_a2a_agent_name",
         "otel_scope_name",
         "otel_scope_version",
-    }, labels  # (an empty otel_scope_schema_url is no label in Prometheus)
+        "otel_scope_schema_url",
+    }, labels
 
 
 def test_baseline_had_no_divergence(incident_scraped: OpsStack) -> None:
