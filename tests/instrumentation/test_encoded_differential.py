@@ -278,7 +278,7 @@ def test_the_application_reads_the_same_and_otel_a2a_observes_it(
             assert _state(harness, name) is None  # cut off before the end: nothing guessed
         else:  # the bound came first: the error was never inflated, the state is in the prefix
             assert "after_body" in kind and len(inflated) == LIMIT < size
-            assert _state(harness, name) == "working"
+            assert _state(harness, name) == "TASK_STATE_WORKING"
         return
     assert what == "body" and isinstance(read_bytes, bytes)
     assert b"".join(taken) == read_bytes[:LIMIT]  # what the application read, to the bound
@@ -289,13 +289,13 @@ def test_the_application_reads_the_same_and_otel_a2a_observes_it(
     if stream:
         over = size > LIMIT
         assert errors == ({"inflated_stream_limit": 1} if over else {})
-        assert _state(harness, name) == ("working" if over else "completed")
+        assert _state(harness, name) == ("TASK_STATE_WORKING" if over else "TASK_STATE_COMPLETED")
         # a stream no longer looked at is not judged to have ended abnormally
         assert [e.name for e in span.events if e.name == "otel_a2a.stream.abnormal_end"] == []
         return
     assert errors == {}
     if read_bytes == body:
-        assert _state(harness, name) == "working"  # over the bound too: found in a prefix
+        assert _state(harness, name) == "TASK_STATE_WORKING"  # over the bound too: found in a prefix
     elif len(read_bytes) <= LIMIT:
         assert _state(harness, name) is None  # a cut body is not guessed at
 
@@ -337,7 +337,7 @@ def test_output_still_in_zlib_after_the_last_input_byte_is_observed(
         uninstrument()
     assert seen == plain == ("body", body)
     assert b"".join(taken) == body  # its last bytes too: the JSON is whole, its state read
-    assert _state(harness, "GetTask") == "working"
+    assert _state(harness, "GetTask") == "TASK_STATE_WORKING"
 
 
 class _CountingInflater:
@@ -409,5 +409,5 @@ def test_a_gzip_sse_bomb_is_inflated_no_further_than_the_limit(
     assert harness.total("otel_a2a.instrumentation.errors") == 1
     span = harness.span("SendStreamingMessage")
     assert span.status.is_ok
-    assert dict(span.attributes or {}).get("a2a.task.state") == "working"
+    assert dict(span.attributes or {}).get("a2a.task.state") == "TASK_STATE_WORKING"
     assert "otel_a2a.stream.abnormal_end" not in [e.name for e in span.events]
