@@ -110,7 +110,8 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
     divergences = result.metric("otel_a2a_divergence_total")
     line(
         f"Metrics at the end: otel_a2a_divergence_total={divergences:g} "
-        f"otel_a2a_liveness_decisions_total={decisions:g} otel_a2a_task_get_redundant_total={redundant:g} "
+        f"otel_a2a_liveness_decisions_total={decisions:g} "
+        f"otel_a2a_task_get_redundant_total={redundant:g} "
         f"otel_a2a_task_stale={result.metric('otel_a2a_task_stale'):g}"
     )
     line()

@@ -5,7 +5,8 @@ integers as strings) and what ``google.protobuf.json_format.MessageToDict`` make
 protobuf form (ids in base64). Attributes are read in any dialect ``dialects`` knows (the
 OpenTelemetry A2A convention, otel-a2a's previous names, the A2A Java SDK extras, Kong,
 agentgateway). Spans without a task id and a task state are not A2A observations and yield no
-belief, but every span's parent link is kept so chains can be followed across server spans. Nothing here raises on bad input: a malformed span is counted
+belief, but every span's parent link is kept so chains can be followed across server spans.
+Nothing here raises on bad input: a malformed span is counted
 in ``Batch.errors`` and skipped.
 """
 

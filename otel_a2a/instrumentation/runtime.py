@@ -177,7 +177,8 @@ class Runtime:
         return observation.agent if observation is not None else UNKNOWN_AGENT
 
     def report(self, span: Span | None, verdict: Verdict, operation: str) -> None:
-        """Emit one divergence: span event (span live), log record, ``otel_a2a.divergence`` metric."""
+        """Emit one divergence: span event (span live), log record, ``otel_a2a.divergence``
+        metric."""
         if verdict.reason is None:
             return
         ev = verdict.evidence

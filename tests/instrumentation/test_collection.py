@@ -115,7 +115,9 @@ def test_a_span_a_collection_ends_inside_otel_a2a_work_waits_for_the_next_drain(
         agent.rpc(client, "GetTask", {"id": "t1"})  # the next request drains first
     observed = rt.detector.ledger.get("tG")
     assert observed is not None and observed.raw == "Working"
-    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
+    assert (
+        otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
+    )
 
 
 def test_a_span_a_collection_ends_outside_otel_a2a_work_is_observed_at_once(
@@ -252,7 +254,9 @@ def test_a_deferred_span_is_observed_at_the_time_it_ended(
         pass
     observed = rt.detector.ledger.get("tT")
     assert observed is not None and observed.state is TaskState.COMPLETED
-    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="terminal_regression") == 0
+    assert (
+        otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="terminal_regression") == 0
+    )
     assert divergences(otel.span("liveness_decision")) == []
 
 

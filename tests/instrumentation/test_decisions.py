@@ -68,7 +68,8 @@ def test_enforce_lets_an_authoritative_decision_through(enforcing: Harness) -> N
     assert act() == "acted"
     assert divergences(enforcing.span("liveness_decision")) == []
     assert (
-        enforcing.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+        enforcing.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative")
+        == 1
     )
 
 
@@ -207,7 +208,9 @@ def test_processor_turns_foreign_states_into_observations(otel: Harness) -> None
         "server", attributes={"a2a.task.id": "tY", "otel_a2a.task.state.raw": "Working"}
     ):
         pass
-    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
+    assert (
+        otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
+    )
     with liveness_decision("tY"):
         pass
     assert divergences(otel.span("liveness_decision")) == []
@@ -300,7 +303,9 @@ def test_processor_neither_judges_nor_tracks_an_overlong_task_id(otel: Harness) 
     with tracer.start_as_current_span("wait_on_task", attributes=decision):
         pass
     assert rt.detector.ledger.get(at_bound) is not None
-    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    assert (
+        otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    )
 
 
 def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harness) -> None:
@@ -318,7 +323,9 @@ def test_a_processor_the_application_added_too_judges_nothing_twice(otel: Harnes
         "server", attributes={"a2a.task.id": "tY", "otel_a2a.task.state.raw": "Working"}
     ):
         pass
-    assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
+    assert (
+        otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 1
+    )
     # a second span, judged too: only a repeat of the same span is skipped
     with tracer.start_as_current_span(
         "wait_again", attributes={"otel_a2a.liveness.decision": True, "a2a.task.id": "tX"}

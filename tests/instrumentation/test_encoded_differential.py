@@ -295,7 +295,9 @@ def test_the_application_reads_the_same_and_otel_a2a_observes_it(
         return
     assert errors == {}
     if read_bytes == body:
-        assert _state(harness, name) == "TASK_STATE_WORKING"  # over the bound too: found in a prefix
+        assert (
+            _state(harness, name) == "TASK_STATE_WORKING"
+        )  # over the bound too: found in a prefix
     elif len(read_bytes) <= LIMIT:
         assert _state(harness, name) is None  # a cut body is not guessed at
 

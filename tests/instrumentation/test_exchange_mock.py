@@ -101,7 +101,9 @@ def test_heartbeat_gap_then_authoritative_after_poll(otel: Harness, clock: Clock
     assert event.attributes["otel_a2a.observation.age"] == pytest.approx(6)
     assert event.attributes["otel_a2a.card.heartbeat_interval"] == 5
     assert event.attributes["a2a.task.state"] == "working"
-    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    assert (
+        otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    )
 
 
 def test_etag_change_wins_over_gap(otel: Harness, clock: Clock) -> None:
@@ -162,7 +164,9 @@ def test_observation_side_reasons(otel: Harness, spelling: str, reason: str) -> 
     span = otel.span("GetTask")
     assert divergences(span) == [reason]
     assert (
-        otel.total("otel_a2a.divergence", otel_a2a__divergence__reason=reason, a2a__method__name="GetTask")
+        otel.total(
+            "otel_a2a.divergence", otel_a2a__divergence__reason=reason, a2a__method__name="GetTask"
+        )
         == 1
     )
 
@@ -275,10 +279,13 @@ def test_sampled_out_spans_still_detect() -> None:
             agent.rpc(client, "CancelTask", {"id": "t1"})
         assert harness.spans() == []
         assert (
-            harness.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state") == 2
+            harness.total("otel_a2a.divergence", otel_a2a__divergence__reason="non_canonical_state")
+            == 2
         )
         assert (
-            harness.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative")
+            harness.total(
+                "otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative"
+            )
             == 1
         )
     finally:

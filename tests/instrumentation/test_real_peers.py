@@ -363,7 +363,9 @@ def test_send_get_list_cancel(otel: Harness, http_lib: ModuleType, peer: str, mo
     assert [s.name for s in otel.spans()] == names
     # CancelTask right after a GetTask: fresh, same etag, live -> authoritative, no divergence
     assert all(divergences(s) == [] and s.events == () for s in otel.spans())
-    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    assert (
+        otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    )
     assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="divergent") == 0
     assert otel.points("otel_a2a.liveness.decisions") == [
         ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
@@ -696,4 +698,6 @@ def test_card_variants_per_version_are_not_etag_changes(
     assert attrs(otel.span("GetTask"))["otel_a2a.card.etag"] == bare.headers["etag"]
     assert otel.total("otel_a2a.card.etag.changes") == 0
     assert divergences(otel.span("CancelTask")) == []
-    assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    assert (
+        otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
+    )

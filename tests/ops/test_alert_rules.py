@@ -156,7 +156,8 @@ def test_wrong_rule_fails_unit_tests(tmp_path: Path) -> None:
         if rule.get("alert") == "A2ATaskLost":
             rule["expr"] = (
                 "sum by (otel_a2a_agent_name, otel_a2a_divergence_reason, a2a_method_name) "
-                '(increase(otel_a2a_divergence_total{otel_a2a_divergence_reason="task_lost"}[5m])) > 0'
+                "(increase(otel_a2a_divergence_total"
+                '{otel_a2a_divergence_reason="task_lost"}[5m])) > 0'
             )
     rules.write_text(yaml.safe_dump(doc, sort_keys=False))
     res = run_promtool("test", "rules", str(tests))

@@ -335,7 +335,10 @@ def test_share_is_zero_when_no_decision_diverged(tmp_path: Path) -> None:
     """Decisions taken, none divergent: the divergent series does not exist at all; the
     share must read 0 (healthy), not "no value"."""
     expr = substitute(dict(_queries())["Divergent decision share/A"], __range="5m")
-    decided = 'otel_a2a_liveness_decisions_total{otel_a2a_agent_name="w",otel_a2a_decision_outcome="authoritative"}'
+    decided = (
+        "otel_a2a_liveness_decisions_total"
+        '{otel_a2a_agent_name="w",otel_a2a_decision_outcome="authoritative"}'
+    )
     _promtool_expr_test(
         tmp_path,
         {decided: "0+1x40"},
@@ -409,7 +412,10 @@ def test_a_quiet_series_scraped_less_often_than_a_bar_shows_no_bar(tmp_path: Pat
 def test_a_series_born_and_gone_within_the_range_still_counts(tmp_path: Path) -> None:
     """A replaced pod's divergences happened in the range even if its series is gone now."""
     expr = substitute(dict(_queries())["Divergences in range/A"], __range="1h")
-    labels = 'otel_a2a_agent_name="w",otel_a2a_divergence_reason="heartbeat_gap",a2a_method_name="GetTask"'
+    labels = (
+        'otel_a2a_agent_name="w",otel_a2a_divergence_reason="heartbeat_gap",'
+        'a2a_method_name="GetTask"'
+    )
     series = {
         f'otel_a2a_divergence_total{{{labels},instance="pod-1"}}': "_x8 1 3 5x4 _x40",
         f'otel_a2a_divergence_total{{{labels},instance="pod-2"}}': "_x20 1x30",

@@ -65,7 +65,8 @@ MOCK_BASE = "http://misbehaving-agent.test"
 AGENTS = (PYTHON_AGENT, NODE_AGENT, MOCK_AGENT)
 PEER_AGENTS = (PYTHON_AGENT, NODE_AGENT)
 
-# (otel_a2a.divergence.reason, a2a.method.name, otel_a2a.agent.name) -> divergences per incident round
+# (otel_a2a.divergence.reason, a2a.method.name, otel_a2a.agent.name)
+#   -> divergences per incident round
 DIVERGENCES_PER_ROUND: dict[tuple[str, str, str], int] = {
     **{("heartbeat_gap", "SendMessage", agent): 1 for agent in PEER_AGENTS},
     **{("no_observation", "SendMessage", agent): 1 for agent in PEER_AGENTS},
