@@ -89,17 +89,21 @@ class Detector:
     # -- inputs ---------------------------------------------------------------------------------
 
     def on_card(
-        self, card_url: str, card: CardInfo | None, variant: str | None = None
+        self,
+        card_url: str,
+        card: CardInfo | None,
+        variant: str | None = None,
+        now: float | None = None,
     ) -> CardUpdate:
-        """A well-known card response from ``card_url``; ``card`` None for ``304``;
-        ``variant`` the ``A2A-Version`` the fetch asked for (see ``CardRegistry.update``)."""
+        """A well-known card response from ``card_url`` at ``now``; ``card`` None for
+        ``304``; ``variant`` which card the fetch asked for (see ``CardRegistry.update``)."""
         registry = self.registry
         agent = registry.agent_key(card_url)
         if card is None:
             registry.touch_304(agent)
             changed = False
         else:
-            changed = registry.update(agent, card, variant)
+            changed = registry.update(agent, card, variant, now)
         heartbeat, source = registry.heartbeat(agent)
         etag = registry.variant_etag(agent, variant)
         return CardUpdate(agent, etag, changed, heartbeat, source, registry.card(agent))

@@ -26,6 +26,7 @@ from otel_a2a.instrumentation import collection, runtime
 from otel_a2a.instrumentation.exchange import NO_HEADERS, Exchange
 from otel_a2a.instrumentation.providers import attach_processor, configure_from_environment
 from otel_a2a.protocol import A2ARequest, classify_request
+from otel_a2a.protocol.classify import CALLER_HEADERS
 
 if TYPE_CHECKING:
     import httpx
@@ -38,7 +39,11 @@ if TYPE_CHECKING:
     AsyncStream = httpx.AsyncByteStream | httpx2.AsyncByteStream
 
 _log = logging.getLogger("otel_a2a")
-_REQUEST_HEADERS = frozenset({b"a2a-version", b"content-type"})
+# of a request, only these are read: the caller's credentials only to tell per-caller cards
+# apart (``card_variant`` keeps a keyed digest of them, never the values)
+_REQUEST_HEADERS = frozenset(
+    {b"a2a-version", b"content-type", *(name.encode() for name in CALLER_HEADERS)}
+)
 # of a response, only these headers are ever read (and only ETag/Cache-Control recorded)
 _RESPONSE_HEADERS = frozenset({b"content-type", b"content-encoding", b"etag", b"cache-control"})
 

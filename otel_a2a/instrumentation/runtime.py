@@ -278,7 +278,7 @@ class Runtime:
     def card_fetched(self, url: str, card: CardInfo | None, variant: str | None) -> CardUpdate:
         """A well-known card response (``card`` None for ``304``): the registry updated, the
         peers resolved before it made stale, an etag change counted."""
-        update = self.detector.on_card(url, card, variant)
+        update = self.detector.on_card(url, card, variant, time.monotonic())
         if card is not None:  # after the update: see ``peer``
             self._generation = next(self._card_fetches)
         if update.etag_changed:

@@ -44,8 +44,10 @@ class A2ARequest(NamedTuple):
     ``task_id`` is the task the request addresses: the path or params id for task operations,
     ``message.taskId`` for a follow-up ``SendMessage``. ``base_url_path`` is the URL path
     before the A2A-specific suffix (the interface URL's path), used to attribute the request to
-    an agent. ``card_variant`` is the ``A2A-Version`` a well-known card fetch asked for (a
-    server may serve one card per version, each with its own ETag).
+    an agent. ``card_variant`` says which card a well-known card fetch asked for: the
+    ``A2A-Version`` it asked for (a server may serve one card per version, each with its own
+    ETag), and a keyed digest of the credentials it sent (a server may serve one card per
+    caller: a2a-sdk's ``card_modifier``), never the credentials themselves.
     """
 
     operation: Operation
