@@ -61,18 +61,21 @@ def test_per_caller_cards_are_no_change_and_a_redeploy_is() -> None:
         assert otel.total("a2a.card.etag.changes") == 0
         assert [d for s in otel.spans() for d in divergences(s)] == []
 
-        with running_peer("python", port=port, options=[*options, "--card-version", "2.0.0"]):
-            with httpx.Client(base_url=base, headers={"Authorization": "Bearer alice"}) as alice:
-                assert alice.get(CARD).headers["etag"] != alice_etag
-                # the redeployed agent lost the task: the answer is an error, the decision
-                # before it was taken on an observation made under the old card
-                body = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}
-                body["message"].update(taskId=task["id"], contextId=task["contextId"])
-                alice.post(
-                    RPC,
-                    json={"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": body},
-                    headers={"A2A-Version": "1.0"},
-                )
+        redeployed = [*options, "--card-version", "2.0.0"]
+        with (
+            running_peer("python", port=port, options=redeployed),
+            httpx.Client(base_url=base, headers={"Authorization": "Bearer alice"}) as alice,
+        ):
+            assert alice.get(CARD).headers["etag"] != alice_etag
+            # the redeployed agent lost the task: the answer is an error, the decision
+            # before it was taken on an observation made under the old card
+            body = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}
+            body["message"].update(taskId=task["id"], contextId=task["contextId"])
+            alice.post(
+                RPC,
+                json={"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": body},
+                headers={"A2A-Version": "1.0"},
+            )
         assert otel.total("a2a.card.etag.changes") == 1
         follow_ups = [s for s in otel.spans("A2A SendMessage") if divergences(s)]
         assert [divergences(s) for s in follow_ups] == [["etag_changed"]]
