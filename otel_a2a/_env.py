@@ -14,15 +14,16 @@ FALSE = ("", "0", "false", "no", "off")
 _warned: set[tuple[str, str]] = set()
 
 
-def warn_invalid(name: str, value: str, default: object) -> None:
-    """Warn that ``name=value`` is ignored for ``default``, once per variable and value."""
+def warn_invalid(name: str, value: str, default: object, why: str = "invalid") -> None:
+    """Warn that ``name=value`` is ignored for ``default`` (``why``: what is wrong with it),
+    once per variable and value."""
     if (name, value) in _warned:
         return
     _warned.add((name, value))
     import logging
 
     logging.getLogger("otel_a2a").warning(
-        "otel-a2a: ignoring %s=%r (invalid); using the default %r", name, value, default
+        "otel-a2a: ignoring %s=%r (%s); using the default %r", name, value, why, default
     )
 
 

@@ -69,21 +69,34 @@ def _host_key(host: str) -> bool:
 
 
 def _overrides(env: Mapping[str, str], name: str) -> dict[str, float]:
-    """Parse ``host[:port]=seconds,…``; one bad entry invalidates the variable (no half-config)."""
+    """Parse ``host[:port]=seconds,…``; one bad entry invalidates the variable (no half-config),
+    and the warning names that entry and the rule it broke."""
     raw = env.get(name, "")
     result: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):
-        host, sep, seconds = item.rpartition("=")
-        try:
-            value = float(seconds)
-        except ValueError:
-            value = math.nan
-        host = host.strip().lower()
-        if not sep or not _host_key(host) or not math.isfinite(value) or value <= 0:
-            _warn(name, raw, "")
+        why = _bad_override(item)
+        if why is not None:
+            _warn(name, raw, "", f"entry {item!r}: {why}")
             return {}
-        result[host] = value
+        host, _, seconds = item.rpartition("=")
+        result[host.strip().lower()] = float(seconds)
     return result
+
+
+def _bad_override(item: str) -> str | None:
+    """What is wrong with one ``host[:port]=seconds`` entry, or None."""
+    host, sep, seconds = item.rpartition("=")
+    if not sep:
+        return "not host[:port]=seconds"
+    if not _host_key(host.strip().lower()):
+        return "not a host or host:port (no scheme, path or port outside 1-65535)"
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        return "seconds must be a number > 0"
+    return None
 
 
 def _mode(env: Mapping[str, str]) -> bool:

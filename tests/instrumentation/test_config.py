@@ -90,3 +90,22 @@ def test_boolean_spellings(caplog: pytest.LogCaptureFixture, value: str) -> None
         settings = load_settings({"OTEL_A2A_ENABLED": value})
     assert settings.enabled is (value.strip().lower() in ("1", "true", "yes", "on"))
     assert caplog.records == []
+
+
+@pytest.mark.parametrize(
+    ("value", "entry", "rule"),
+    [
+        ("a=1,b", "'b'", "not host[:port]=seconds"),
+        ("a=1, https://agent.example=0.5", "'https://agent.example=0.5'", "not a host"),
+        ("a:1=1,agent:70000=2", "'agent:70000=2'", "port outside 1-65535"),
+        ("worker=-5", "'worker=-5'", "seconds must be a number > 0"),
+        ("worker=soon", "'worker=soon'", "seconds must be a number > 0"),
+    ],
+)
+def test_a_bad_override_is_named_with_the_rule_it_broke(
+    caplog: pytest.LogCaptureFixture, value: str, entry: str, rule: str
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        load_settings({"OTEL_A2A_HEARTBEAT_OVERRIDES": value})
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert f"entry {entry}" in warning and rule in warning, warning
