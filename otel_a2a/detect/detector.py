@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from otel_a2a.detect.generations import GAP, Generations
 from otel_a2a.detect.invariant import (
     is_redundant_get,
     judge_decision,
@@ -18,7 +19,7 @@ from otel_a2a.detect.invariant import (
 )
 from otel_a2a.detect.ledger import LATE, Ledger, Observation, TaskLedger
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
-from otel_a2a.detect.verdict import Verdict
+from otel_a2a.detect.verdict import DivergenceReason, Evidence, Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
 from otel_a2a.protocol.states import StateClass, TaskState
 
@@ -80,6 +81,7 @@ class Detector:
         ledger: Ledger | None = None,
     ) -> None:
         self.ledger: Ledger = TaskLedger(max_tasks) if ledger is None else ledger
+        self.generations = Generations(max_tasks)
         self.registry = CardRegistry(
             max_agents,
             default_heartbeat=default_heartbeat,
@@ -138,6 +140,10 @@ class Detector:
         ledger = self.ledger
         for report in reports:
             reading = report.state
+            if report.generation is not None:  # A2A 1.1 peers only
+                late = reading is not None and self._late(report, now)
+                if not late:
+                    self._generation(agent, report, report.generation, verdicts)
             if reading is None:
                 ledger.touch(report.task_id, now)
                 continue
@@ -183,6 +189,43 @@ class Detector:
                 )
             )
         return verdicts
+
+    def _late(self, report: TaskReport, now: float) -> bool:
+        """Whether ``report`` is older than the task's recorded observation by its status
+        timestamp (a frame overtaken by a newer one): its generation says nothing new."""
+        held = self.ledger.get(report.task_id)
+        stamp = report.timestamp
+        return (
+            held is not None
+            and stamp is not None
+            and held.stamp is not None
+            and stamp < held.stamp
+            and len(stamp) == len(held.stamp)
+        )
+
+    def _generation(
+        self, agent: AgentView, report: TaskReport, generation: int, verdicts: list[Verdict]
+    ) -> None:
+        found = self.generations.see(report.task_id, generation, report.kind)
+        if found is None:
+            return
+        reading = report.state
+        reason = (
+            DivergenceReason.GENERATION_GAP
+            if found == GAP
+            else DivergenceReason.GENERATION_REGRESSION
+        )
+        evidence = Evidence(
+            report.task_id,
+            agent.key,
+            reading.state if reading is not None else None,
+            reading.raw if reading is not None else None,
+            0.0,
+            agent.etag,
+            agent.etag,
+            agent.heartbeat,
+        )
+        verdicts.append(Verdict(reason, evidence))
 
     def on_error_reply(self, agent: AgentView, report: TaskReport, now: float) -> bool:
         """An error reply stated the task's state (``report``, kind ``"error-reply"``): record

@@ -66,6 +66,8 @@ class TaskReport(NamedTuple):
     ``state`` is ``None`` for frames that carry a task id but no status (artifact updates);
     those refresh an open stream but carry no state. ``timestamp`` is the status's own
     ``timestamp`` as sent (ISO 8601), used to tell a late frame from a real regression.
+    ``generation`` is A2A 1.1's ``generation`` of the task, status or artifact update (the
+    task's after the change; ``0`` from a peer that says it keeps none; ``None`` when absent).
     """
 
     task_id: str
@@ -73,6 +75,7 @@ class TaskReport(NamedTuple):
     state: StateReading | None
     kind: str  # "task", "status-update", "artifact-update", "list-entry", "error-reply"
     timestamp: str | None = None
+    generation: int | None = None
 
 
 class A2AError(NamedTuple):
