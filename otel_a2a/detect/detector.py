@@ -19,6 +19,7 @@ from otel_a2a.detect.invariant import (
 )
 from otel_a2a.detect.ledger import LATE, Ledger, Observation, TaskLedger
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
+from otel_a2a.detect.resolutions import Resolution, Resolutions
 from otel_a2a.detect.verdict import DivergenceReason, Evidence, Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
 from otel_a2a.protocol.states import StateClass, TaskState
@@ -82,6 +83,7 @@ class Detector:
     ) -> None:
         self.ledger: Ledger = TaskLedger(max_tasks) if ledger is None else ledger
         self.generations = Generations(max_tasks)
+        self.resolutions = Resolutions(max_tasks)
         self.registry = CardRegistry(
             max_agents,
             default_heartbeat=default_heartbeat,
@@ -285,14 +287,24 @@ class Detector:
         """Judge a liveness decision on the task at ``agent`` (None: where it was observed);
         ``assumes_live=False`` for a decision that assumes the task ended."""
         obs = self.ledger.get(task_id)
-        if agent is None:
-            if obs is None:
-                heartbeat = self.registry.default_heartbeat
-                return judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
+        if agent is None and obs is not None:
             agent = self.agent(obs.agent)
-        return judge_decision(
-            task_id, obs, agent.etag, agent.heartbeat, now, agent.key, assumes_live
-        )
+        if agent is None:
+            heartbeat = self.registry.default_heartbeat
+            verdict = judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
+        else:
+            verdict = judge_decision(
+                task_id, obs, agent.etag, agent.heartbeat, now, agent.key, assumes_live
+            )
+        if verdict.reason is not None:
+            self.resolutions.open(task_id, verdict.reason, assumes_live, now)
+        return verdict
+
+    def resolve(self, task_id: str, state: TaskState | None, now: float) -> list[Resolution]:
+        """The divergences of earlier decisions on ``task_id`` that an authoritative
+        observation of ``state`` at ``now`` resolves (``state`` None: the agent answered
+        TaskNotFound); see :mod:`otel_a2a.detect.resolutions`."""
+        return self.resolutions.resolve(task_id, state, now)
 
     def redundant_get(self, task_id: str, agent: AgentView, now: float) -> bool:
         """Whether a ``GetTask`` issued now is redundant; call it before recording its result."""
