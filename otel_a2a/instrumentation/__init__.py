@@ -126,7 +126,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         finish_before_exit()  # and again when the processor is attached to a provider
         libraries.attach()  # httpx and httpx2, each when imported
         _grpc_attach()
-        server.attach(rt, meter_provider)  # a2a-sdk's server side, when imported
+        server.attach(rt)  # a2a-sdk's server side, when imported
 
     def _uninstrument(self, **kwargs: Any) -> None:
         server.detach()

@@ -24,13 +24,10 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from opentelemetry.metrics import Counter, MeterProvider, get_meter
 from wrapt import FunctionWrapper, register_post_import_hook
 
-from otel_a2a import semconv as sc
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.locks import fork_safe
-from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a")
 HANDLERS = {
@@ -42,17 +39,10 @@ CARD_FUNCTION = "create_agent_card_routes"
 
 
 class Server:
-    """The worker-side state of one runtime: its instruments and each handler's watch."""
+    """The worker-side state of one runtime: each handler's watch and card."""
 
-    def __init__(self, rt: Runtime, meter_provider: MeterProvider | None) -> None:
+    def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        meter = get_meter(sc.SCOPE, __version__, meter_provider)
-        self.unfinished: Counter = meter.create_counter(
-            sc.M_TASKS_UNFINISHED,
-            unit="{task}",
-            description="Tasks accepted and never finished: neither terminal nor interrupted, "
-            "with no live execution",
-        )
         self.handlers: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = (
             weakref.WeakKeyDictionary()
         )  # handler: (its watch or None, its card)
@@ -73,7 +63,7 @@ class Server:
         card = kwargs.get("agent_card", args[2] if len(args) > 2 else None)
         cluster = kwargs.get("event_stream") is not None
         interval = self.rt.settings.serve_check_interval
-        return Watch(self.rt, self.unfinished, handler, card, interval, cluster)
+        return Watch(self.rt, handler, card, interval, cluster)
 
     def stop(self) -> None:
         for watch, _card in list(self.handlers.values()):
@@ -91,9 +81,9 @@ class Patches:
         self.done: list[tuple[Any, str, Any]] = []
         self.hooked: set[str] = set()
 
-    def attach(self, rt: Runtime, meter_provider: MeterProvider | None) -> None:
+    def attach(self, rt: Runtime) -> None:
         with self.lock:
-            self.server = Server(rt, meter_provider)
+            self.server = Server(rt)
             for name in (*HANDLERS, *CARD_ROUTES):
                 module = sys.modules.get(name)
                 if module is not None:
@@ -211,9 +201,9 @@ def _installed(name: str) -> bool:
 _patches = Patches()
 
 
-def attach(rt: Runtime, meter_provider: MeterProvider | None) -> None:
+def attach(rt: Runtime) -> None:
     """Instrument a2a-sdk's server side for ``rt`` (now, or when it is imported)."""
-    _patches.attach(rt, meter_provider)
+    _patches.attach(rt)
 
 
 def detach() -> None:

@@ -29,7 +29,6 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
-from opentelemetry.metrics import Counter
 from opentelemetry.trace import Link, SpanContext, SpanKind
 from opentelemetry.util.types import AttributeValue
 
@@ -81,14 +80,12 @@ class Watch:
     def __init__(
         self,
         rt: Runtime,
-        counter: Counter,
         handler: Any,
         card: Any,
         interval: float,
         cluster: bool,
     ) -> None:
         self.rt = rt
-        self.counter = counter
         self.interval = interval
         self.card = card
         self.cluster = cluster  # a store shared by replicas: their executions are not seen here
@@ -246,5 +243,5 @@ class Watch:
         labels: dict[str, AttributeValue] = {sc.UNFINISHED_CAUSE: cause, sc.TASK_STATE: state}
         if sc.GEN_AI_AGENT_NAME in agent:
             labels[sc.GEN_AI_AGENT_NAME] = agent[sc.GEN_AI_AGENT_NAME]
-        self.counter.add(1, labels)
+        rt.metrics.unfinished.add(1, labels)
         _log.debug("otel-a2a: task %s accepted, never finished (%s, %s)", task_id, state, cause)
