@@ -100,3 +100,22 @@ class AgentLabels:
                 self._addresses += address
                 return name
         return OTHER
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker's side (``instrumentation/server``): a2a-sdk servers. Names OpenTelemetry's A2A
+# semantic conventions define (``a2a.server`` span: name ``{a2a.method.name}``, kind SERVER) are
+# spelt as they do; otel-a2a's own finding uses its ``otel_a2a.`` namespace.
+METHOD_NAME = "a2a.method.name"
+MESSAGE_ID = "a2a.message.id"
+REFERENCE_TASK_IDS = "a2a.message.reference_task_ids"
+TENANT = "a2a.tenant"
+CONVERSATION_ID = "gen_ai.conversation.id"  # the A2A contextId
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"  # of the local card
+GEN_AI_AGENT_VERSION = "gen_ai.agent.version"
+# accepted, never finished: a task neither terminal nor interrupted with no live execution
+EVENT_TASK_UNFINISHED = "otel_a2a.task.unfinished"
+M_TASKS_UNFINISHED = "otel_a2a.task.unfinished"
+UNFINISHED_CAUSE = "otel_a2a.task.unfinished.cause"
+CAUSE_NOT_RUN_HERE = "not_run_here"  # in the store, never executed by this process (restart)
+CAUSE_EXECUTION_ENDED = "execution_ended"  # its execution here ended without a final state

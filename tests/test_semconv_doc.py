@@ -31,7 +31,15 @@ PAGE = REPO / "docs" / "semantic-conventions.md"
 PACKAGE = REPO / "otel_a2a"
 
 # constants of semconv.py that are values or the scope, not attribute names
-VALUES = {"SCOPE", "OP_DECISION", "OP_UNKNOWN", "OTHER", "ERROR_TYPE_OTHER"}
+VALUES = {
+    "SCOPE",
+    "OP_DECISION",
+    "OP_UNKNOWN",
+    "OTHER",
+    "ERROR_TYPE_OTHER",
+    "CAUSE_NOT_RUN_HERE",
+    "CAUSE_EXECUTION_ENDED",
+}
 # attributes only events or metrics carry
 NOT_ON_SPANS = {
     sc.DIVERGENCE_REASON,
@@ -211,6 +219,7 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
         metrics.observation_age.record(1.0, {})
         metrics.etag_changes.add(1, {})
         metrics.errors.add(1, {})
+        metrics.unfinished.add(1, {})
         metrics.redundant.add("agent")
         data = reader.get_metrics_data()
     finally:

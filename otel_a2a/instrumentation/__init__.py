@@ -54,7 +54,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import register_post_import_hook
 
-from otel_a2a.instrumentation import collection, libraries, own_spans, runtime
+from otel_a2a.instrumentation import collection, libraries, own_spans, runtime, server
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
@@ -126,8 +126,10 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         finish_before_exit()  # and again when the processor is attached to a provider
         libraries.attach()  # httpx and httpx2, each when imported
         _grpc_attach()
+        server.attach(rt)  # a2a-sdk's server side, when imported
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        server.detach()
         libraries.detach()
         _grpc_detach()
         collection.drain()  # what this runtime deferred, before the next one

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from otel_a2a._env import parse_bool
 from otel_a2a._env import warn_invalid as _warn
@@ -25,12 +26,17 @@ class Settings:
     max_tracked_tasks: int = 100_000
     max_body_bytes: int = 4 * 1024 * 1024
     ledger_path: str | None = None  # a SQLite file shared by this host's processes
+    # the worker's side (instrumentation/server): the heartbeat the card advertises (None: the
+    # card is left as it is) and the period of the accepted-never-finished check
+    serve_heartbeat: float | None = None
+    serve_check_interval: float = 30.0
 
 
 _DEFAULTS = Settings()
+_D = TypeVar("_D", float, None)
 
 
-def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+def _positive_float(env: Mapping[str, str], name: str, default: _D) -> float | _D:
     raw = env.get(name)
     if raw is None or not raw.strip():
         return default
@@ -124,4 +130,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         max_body_bytes=_positive_int(env, "OTEL_A2A_MAX_BODY_BYTES", _DEFAULTS.max_body_bytes),
         ledger_path=env.get("OTEL_A2A_LEDGER_PATH", "").strip() or None,
+        serve_heartbeat=_positive_float(env, "OTEL_A2A_SERVE_HEARTBEAT", None),
+        serve_check_interval=_positive_float(
+            env, "OTEL_A2A_SERVE_CHECK_INTERVAL", _DEFAULTS.serve_check_interval
+        ),
     )

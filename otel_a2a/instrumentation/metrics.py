@@ -76,6 +76,13 @@ class A2AMetrics:
         self.errors = meter.create_counter(
             sc.M_ERRORS, unit="{error}", description="Internal failures of otel-a2a (contained)"
         )
+        # the worker's side (instrumentation/server)
+        self.unfinished = meter.create_counter(
+            sc.M_TASKS_UNFINISHED,
+            unit="{task}",
+            description="Tasks a worker accepted and never finished: neither terminal nor "
+            "interrupted, with no live execution",
+        )
         meter.create_observable_counter(
             sc.M_GET_REDUNDANT,
             [_observe_redundant],

@@ -109,3 +109,16 @@ def test_a_bad_override_is_named_with_the_rule_it_broke(
         load_settings({"OTEL_A2A_HEARTBEAT_OVERRIDES": value})
     [warning] = [r.getMessage() for r in caplog.records]
     assert f"entry {entry}" in warning and rule in warning, warning
+
+
+def test_the_worker_side_settings(caplog: pytest.LogCaptureFixture) -> None:
+    assert (Settings().serve_heartbeat, Settings().serve_check_interval) == (None, 30.0)
+    given = load_settings(
+        {"OTEL_A2A_SERVE_HEARTBEAT": "1.5", "OTEL_A2A_SERVE_CHECK_INTERVAL": "0.25"}
+    )
+    assert (given.serve_heartbeat, given.serve_check_interval) == (1.5, 0.25)
+    caplog.set_level(logging.WARNING, logger="otel_a2a")
+    bad = load_settings({"OTEL_A2A_SERVE_HEARTBEAT": "-2", "OTEL_A2A_SERVE_CHECK_INTERVAL": "x"})
+    assert (bad.serve_heartbeat, bad.serve_check_interval) == (None, 30.0)
+    assert "OTEL_A2A_SERVE_HEARTBEAT" in caplog.text
+    assert "OTEL_A2A_SERVE_CHECK_INTERVAL" in caplog.text
