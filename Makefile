@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools go-gateway jvm test lint bench demo stack clean
+.PHONY: all setup tools go-gateway go-test jvm test lint bench demo stack clean
 
 all: test
 
@@ -66,9 +66,22 @@ $(TOOLS)/bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	mkdir -p $(TOOLS)/bin
 	cd tools/jaeger && go build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
 
-# The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own): only for
-# `otel-a2a demo --gateway go` and the tests; the default demo needs no Go.
-GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum
+# otel-a2a's Go interceptor for a2a-go clients (go/otela2a, a module of its own): its go tests
+# run again only when its sources change (the stamp).
+OTELA2A_SRC := $(wildcard go/otela2a/*.go) go/otela2a/go.mod go/otela2a/go.sum
+$(TOOLS)/.stamp-go-test: $(OTELA2A_SRC)
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed for the Go interceptor's tests" >&2; exit 1; }
+	mkdir -p $(TOOLS)
+	cd go/otela2a && go test ./...
+	touch $@
+
+go-test: $(TOOLS)/.stamp-go-test
+
+# The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own, which uses go/otela2a
+# through a replace directive): only for `otel-a2a demo --gateway go` and the tests; the
+# default demo needs no Go.
+GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum \
+                  $(filter-out %_test.go,$(OTELA2A_SRC))
 $(TOOLS)/bin/a2a-go-gateway: $(GO_GATEWAY_SRC)
 	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
 	mkdir -p $(TOOLS)/bin
@@ -93,13 +106,18 @@ jvm: $(JVM_JAR)
 
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
-test: setup tools jvm
+test: setup tools jvm go-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-py
 	$(BIN)/ruff check otel_a2a demo tests bench collector-config deploy
 	$(BIN)/ruff format --check otel_a2a demo tests bench collector-config deploy
 	$(BIN)/mypy --strict otel_a2a demo
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to lint the Go modules" >&2; exit 1; }
+	@unformatted=$$(gofmt -l go/otela2a demo/go/gateway); \
+	  [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted" >&2; exit 1; }
+	cd go/otela2a && go vet ./...
+	cd demo/go/gateway && go vet ./...
 
 bench: setup .stamp-valgrind
 	$(BIN)/python -m bench
