@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+# a2a-sdk 1.3 imports its client factory's optional v0.3 gRPC transport in a try/except:
+# imported first through the server's v0.3 gRPC handler (the worker-side tests do), the
+# circular import fails there, the factory keeps None and sends every v0.3 gRPC call through
+# the v1.0 transport. The client first, as an application that is a client imports it.
+import a2a.client.client_factory  # noqa: F401  (before anything imports a2a's server side)
 import pytest
 from hypothesis import settings
 

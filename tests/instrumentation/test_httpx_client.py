@@ -322,6 +322,9 @@ def test_the_header_fast_path_reads_what_the_public_path_reads(http_lib: ModuleT
         ("etag", '"v1"'),
         ("Cache-Control", "max-age=5"),
         ("Content-Encoding", "gzip"),
+        ("Authorization", "Bearer caller"),  # read for per-caller cards (card_variant)
+        ("Cookie", "session=1"),
+        ("X-API-Key", "k"),
     ]
 
     class Elsewhere(http_lib.Headers):  # type: ignore[misc,name-defined]
