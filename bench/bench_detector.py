@@ -9,7 +9,11 @@ simultaneous connections were reset):
   256 MiB chunk, until its 413 arrives (default ``--max-body-bytes`` 16 MiB);
 - how soon a request announcing 1 TB, of which 2 bytes are sent, is answered 413;
 - how long an export takes while 8 clients announce 16 MiB each and have sent 1 byte;
-- how many of 200 connections opened at once are answered 200.
+- how many of 200 connections opened at once are answered 200;
+- peak RSS growth of a detector started with ``--max-memory-mb 64`` while a client floods it
+  with 400,000 spans: ever-new tasks, ever-new traces of parent links, and one task claimed
+  by ever-new services; the structures must stay within their budget (the rest of the
+  growth is the bodies in hand, at most 8 of 16 MiB, and the interpreter's free lists).
 """
 
 from __future__ import annotations
@@ -36,11 +40,16 @@ EXPORT = b'{"resourceSpans": []}'
 MIB = 1024 * 1024
 
 
+FLOOD_BUDGET_MIB = 64
+FLOOD_SPANS = 400_000
+FLOOD_BATCH = 10_000
+
+
 @contextlib.contextmanager
-def _detector() -> Iterator[tuple[int, int]]:
+def _detector(*options: str) -> Iterator[tuple[int, int]]:
     """A running ``otel-a2a detector``: its pid and port."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"],
+        [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0", *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -147,8 +156,67 @@ async def _burst(port: int) -> int:
     return sum(await asyncio.gather(*(one(c) for c in connections)))
 
 
+def _flood_body(first: int) -> bytes:
+    """``FLOOD_BATCH`` spans from one new service: a new task and trace for most, a third
+    of them claiming one shared task in alternating states."""
+    import json
+
+    spans = []
+    for i in range(first, first + FLOOD_BATCH):
+        task = "shared" if i % 3 == 0 else f"task-{i}"
+        state = "TASK_STATE_WORKING" if i % 2 else "TASK_STATE_COMPLETED"
+        attrs = [
+            {"key": "a2a.task.id", "value": {"stringValue": task}},
+            {"key": "a2a.task.state", "value": {"stringValue": state.lower()[11:]}},
+            {"key": "a2a.task.state.raw", "value": {"stringValue": state}},
+            {"key": "a2a.observation.authoritative", "value": {"boolValue": True}},
+        ]
+        spans.append(
+            {
+                "traceId": f"{i:032x}",
+                "spanId": f"{i:016x}",
+                "parentSpanId": f"{i + 1:016x}",
+                "name": "A2A GetTask",
+                "kind": 3,
+                "startTimeUnixNano": "1700000000000000000",
+                "endTimeUnixNano": "1700000010000000000",
+                "attributes": attrs,
+            }
+        )
+    service = {"key": "service.name", "value": {"stringValue": f"svc-{first}"}}
+    doc = {
+        "resourceSpans": [{"resource": {"attributes": [service]}, "scopeSpans": [{"spans": spans}]}]
+    }
+    return json.dumps(doc).encode()
+
+
+def _flood(port: int) -> None:
+    for first in range(0, FLOOD_SPANS, FLOOD_BATCH):
+        body = _flood_body(first)
+        with _connect(port) as sock:
+            sock.sendall(HEAD + b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+            sock.sendall(body)
+            _answer(sock)
+
+
+def _flood_row() -> Row:
+    with _detector("--max-memory-mb", str(FLOOD_BUDGET_MIB)) as (pid, port):
+        _export(port)
+        before = _peak_rss(pid)
+        _flood(port)
+        growth = (_peak_rss(pid) - before) / MIB
+    return check(
+        f"detector: peak RSS growth, {FLOOD_SPANS:,} hostile spans, --max-memory-mb "
+        f"{FLOOD_BUDGET_MIB}",
+        growth,
+        ".1f",
+        FLOOD_BUDGET_MIB + 32,
+        "MiB",
+    )
+
+
 def run() -> list[Row]:
-    rows: list[Row] = []
+    rows: list[Row] = [_flood_row()]
     with _detector() as (pid, port):
         _export(port)
         before = _peak_rss(pid)

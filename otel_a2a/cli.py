@@ -23,6 +23,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from otel_a2a.analyze.correlate import Correlator
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -121,19 +125,34 @@ def _add_correlation_options(p: argparse.ArgumentParser) -> None:
         help="seconds a superseded streamed state may linger at the next hop before it "
         "counts as a conflict (propagation delay; default 1)",
     )
+    from otel_a2a.analyze.correlate import DEFAULT_MEMORY_MB
+
+    p.add_argument(
+        "--max-memory-mb",
+        type=_count,
+        default=DEFAULT_MEMORY_MB,
+        help="memory the analysis may hold in all, in MiB: every bound (tasks, beliefs, "
+        f"parent links, traces) is its share of it (default {DEFAULT_MEMORY_MB})",
+    )
     p.add_argument(
         "--max-tasks",
         type=_count,
-        default=10_000,
-        help="tasks kept in memory, least recently seen evicted first (default 10000)",
+        default=None,
+        help="tasks kept in memory, least recently seen evicted first (default: the share "
+        "of --max-memory-mb: 17,895 tasks at 256 MiB)",
     )
 
 
-def _run_analyze(args: argparse.Namespace) -> int:
-    from otel_a2a.analyze import Correlator, analyze_files
+def _correlator(args: argparse.Namespace) -> Correlator:
+    from otel_a2a.analyze.correlate import Correlator
 
-    correlator = Correlator(max_tasks=args.max_tasks, grace=args.grace)
-    return analyze_files(args.files, as_json=args.json, correlator=correlator)
+    return Correlator.within(args.max_memory_mb, max_tasks=args.max_tasks, grace=args.grace)
+
+
+def _run_analyze(args: argparse.Namespace) -> int:
+    from otel_a2a.analyze import analyze_files
+
+    return analyze_files(args.files, as_json=args.json, correlator=_correlator(args))
 
 
 def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -154,7 +173,6 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_detector(args: argparse.Namespace) -> int:
-    from otel_a2a.analyze import Correlator
     from otel_a2a.analyze.receiver import serve
 
     return serve(
@@ -166,7 +184,7 @@ def _run_detector(args: argparse.Namespace) -> int:
         max_body=args.max_body_bytes,
         body_timeout=args.body_timeout,
         backlog=args.backlog,
-        correlator=Correlator(max_tasks=args.max_tasks, grace=args.grace),
+        correlator=_correlator(args),
     )
 
 

@@ -505,7 +505,9 @@ def serve(
     stats = analyzer.correlator.stats
     print(
         f"otel-a2a detector: stopped after {analyzer.requests} requests, {stats.spans} spans, "
-        f"{stats.beliefs} task beliefs, {stats.findings} findings",
+        f"{stats.beliefs} task beliefs, {stats.findings} findings ({stats.findings_dropped} "
+        f"past the bounds dropped, {stats.tasks_evicted} tasks and {stats.traces_evicted} "
+        "traces evicted)",
         file=sys.stderr,
         flush=True,
     )
