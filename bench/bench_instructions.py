@@ -128,10 +128,11 @@ def _wire(body: bytes, content: bytes, requests: int) -> None:
     import httpx
 
     from bench._payload import PATH, REQUEST_HEADERS
-    from otel_a2a.instrumentation.httpx_client import _REQUEST_HEADERS, _headers_raw
+    from otel_a2a.instrumentation.httpx_client import REQUEST_HEADERS as WANTED
+    from otel_a2a.instrumentation.httpx_client import read_headers
     from otel_a2a.protocol import classify_request, extract_response
 
-    headers = _headers_raw(httpx.Headers(REQUEST_HEADERS), _REQUEST_HEADERS)
+    headers = read_headers(httpx.Headers(REQUEST_HEADERS), WANTED)
     for _ in range(requests):
         request = classify_request("POST", PATH, headers, content)
         if request is None or not extract_response(request, 200, body).reports:

@@ -51,6 +51,12 @@ RPC_GRPC_STATUS_CODE = "rpc.grpc.status_code"
 OP_DECISION = "liveness_decision"
 OP_UNKNOWN = "unknown"
 
+
+def span_name(operation: str) -> str:
+    """The name of otel-a2a's span of ``operation`` (an A2A operation, or ``OP_DECISION``)."""
+    return f"A2A {operation}"
+
+
 # events
 EVENT_DIVERGENCE = "a2a.divergence"
 EVENT_TASK_STATUS = "a2a.task.status"

@@ -28,8 +28,9 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry._logs import get_logger_provider
 
-from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.locks import fork_safe
 
 _log = logging.getLogger("otel_a2a")
@@ -66,10 +67,10 @@ _ABORTED = "Shutdown in progress, aborting retry."
 
 def finish_before_exit() -> None:
     """(Re-)register, to run at exit before the shutdown of every provider made so far
-    (``atexit`` runs the last registered first): what was deferred (see ``collection``), the
+    (``atexit`` runs the last registered first): what was deferred (see ``reentry``), the
     spans of dropped responses among it."""
-    atexit.unregister(collection.drain)
-    atexit.register(collection.drain)
+    atexit.unregister(GUARD.drain)
+    atexit.register(GUARD.drain)
 
 
 def attach_processor(provider: object) -> bool:

@@ -10,7 +10,9 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
@@ -22,10 +24,16 @@ from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
 from otel_a2a.detect.ledger import Ledger
 from otel_a2a.instrumentation.config import Settings
-from otel_a2a.instrumentation.metrics import A2AMetrics, activate
+from otel_a2a.instrumentation.metrics import A2AMetrics
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import CardInfo, TaskReport
 from otel_a2a.version import __version__
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from otel_a2a.instrumentation.exchange import Attributes, TemplateKey
 
 _log = logging.getLogger("otel_a2a")
 _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
@@ -85,7 +93,7 @@ class Runtime:
         )
         self.tracer: Tracer = trace.get_tracer(sc.SCOPE, __version__, tracer_provider)
         self.events = get_logger(sc.SCOPE, __version__, logger_provider)
-        self.metrics = A2AMetrics(self.detector, meter_provider)
+        self.metrics = A2AMetrics(self.detector, meter_provider, _active_metrics)
         if failure:
             self.error(LEDGER_UNAVAILABLE)
         # "configure": set up the SDK at the first A2A operation if nothing else did
@@ -98,6 +106,21 @@ class Runtime:
         # under an older one may be stale (another etag, heartbeat, name or route)
         self._card_fetches = itertools.count(1)
         self._generation = 0
+        self.warned: set[str] = set()  # what was warned about once already
+        # the span-attribute templates of the exchanges (``exchange``), bounded there
+        self.templates: dict[TemplateKey, Attributes] = {}
+        # Spans each span-processor hook has judged, whichever processor instance did: a
+        # second DivergenceSpanProcessor on a provider (the application added one, otel-a2a
+        # another) leaves them alone, under a ConcurrentMultiSpanProcessor too. Only decision
+        # spans and spans carrying a task id get here; weak references keep no span alive.
+        self.judged: dict[str, weakref.WeakSet[ReadableSpan]] = {
+            "start": weakref.WeakSet(),
+            "end": weakref.WeakSet(),
+        }
+        # re-entrant: adding to a set may run the garbage collector, which may finalise a
+        # generator suspended inside a span and so end that span here, in this very thread
+        self.judged_lock = threading.RLock()
+        fork_safe(self, "judged_lock")
 
     def _shared_ledger(self, settings: Settings) -> tuple[Ledger | None, bool]:
         """The ledger in ``OTEL_A2A_LEDGER_PATH``, and whether it failed to open (then one
@@ -156,6 +179,15 @@ class Runtime:
         return Peer(
             agent, registry.etag(agent), heartbeat, registry.name(agent), generation, self.metrics
         )
+
+    def first_sight(self, hook: str, span: ReadableSpan) -> bool:
+        """Whether ``span`` reaches span-processor hook ``hook`` for the first time."""
+        seen = self.judged[hook]
+        with self.judged_lock:
+            if span in seen:
+                return False
+            seen.add(span)
+            return True
 
     def error(self, exc: BaseException | str, n: int = 1) -> None:
         """Count an internal failure (``n`` of them); the host never sees it."""
@@ -286,6 +318,8 @@ class Runtime:
         return update
 
 
+# The runtime in force: the one pointer every entry point reads (as the API's global
+# providers), set by ``A2AInstrumentor`` only.
 _runtime: Runtime | None = None
 
 
@@ -293,7 +327,16 @@ def current() -> Runtime | None:
     return _runtime
 
 
+def _active_metrics() -> A2AMetrics | None:
+    """The instruments the observable callbacks report: the runtime in force's (see
+    ``A2AMetrics``)."""
+    return _runtime.metrics if _runtime is not None else None
+
+
 def install(runtime: Runtime | None) -> None:
+    """Put ``runtime`` in force (None: none); deferred work's failures count on it."""
     global _runtime
     _runtime = runtime
-    activate(runtime.metrics if runtime is not None else None)
+    GUARD.on_error = runtime.error if runtime is not None else None
+    if runtime is not None:
+        GUARD.start()

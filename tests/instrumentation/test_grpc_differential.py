@@ -214,11 +214,11 @@ def _span_ends(otel: Harness, name: str, deadline: float = 10.0) -> list[Any]:
     """Poll (with a deadline) until a span named ``name`` has ended."""
     import time
 
-    from otel_a2a.instrumentation import collection
+    from otel_a2a.instrumentation.reentry import GUARD
 
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        collection.drain()  # what finalisers deferred
+        GUARD.drain()  # what finalisers deferred
         spans = otel.spans(name)
         if spans:
             return spans
