@@ -67,7 +67,7 @@ $(TOOLS)/bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	cd tools/jaeger && go build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
 
 # The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own): only for
-# `otel-a2a demo --gateway go` and the tests; the default demo needs no Go.
+# `python -m demo --gateway go` and the tests; the default demo needs no Go.
 GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum
 $(TOOLS)/bin/a2a-go-gateway: $(GO_GATEWAY_SRC)
 	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
@@ -109,7 +109,7 @@ stack: $(VENV)/.stamp-py .stamp-apt tools
 	$(BIN)/python deploy/local/stack.py
 
 demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
-	$(BIN)/otel-a2a demo
+	$(BIN)/python -m demo
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind $(TOOLS)
