@@ -28,6 +28,20 @@ NO_DEMO = (
 )
 
 
+def _missing(command: str, *modules: str) -> bool:
+    """Whether ``command`` lacks one of ``modules`` (the ``cli`` extra): then says how to get
+    it in one line, instead of a traceback."""
+    from importlib.util import find_spec
+
+    absent = [m for m in modules if find_spec(m) is None]
+    if absent:
+        print(
+            f"otel-a2a {command}: needs {', '.join(absent)}: pip install 'otel-a2a[cli]'",
+            file=sys.stderr,
+        )
+    return bool(absent)
+
+
 def _no_demo(args: argparse.Namespace) -> int:
     print(NO_DEMO, file=sys.stderr)
     return 2
@@ -68,6 +82,8 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run_check_card(args: argparse.Namespace) -> int:
+    if _missing("check-card", "httpx", "anyio"):
+        return 2
     from otel_a2a.check_card import check_card, render
 
     report = check_card(args.url)
@@ -131,6 +147,11 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_detector(args: argparse.Namespace) -> int:
+    modules = ["h11", "google.protobuf", "opentelemetry.proto", "opentelemetry.sdk"]
+    if args.metrics_port is not None:
+        modules += ["opentelemetry.exporter.prometheus", "prometheus_client"]
+    if _missing("detector", *modules):
+        return 2
     from otel_a2a.analyze import Correlator
     from otel_a2a.analyze.receiver import serve
 

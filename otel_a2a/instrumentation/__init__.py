@@ -48,7 +48,7 @@ import sys
 import threading
 from collections.abc import Collection
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -57,7 +57,6 @@ from wrapt import register_post_import_hook
 from otel_a2a.instrumentation import collection, libraries, own_spans, runtime
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
     finish_before_exit,
@@ -65,6 +64,9 @@ from otel_a2a.instrumentation.providers import (
 )
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.package import _instruments
+
+if TYPE_CHECKING:
+    from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 
 __all__ = [
     "A2AInstrumentor",
@@ -81,8 +83,8 @@ _toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by i
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
     installed, for A2A traffic, each once imported (``libraries``); and grpcio's channel
-    factories when grpcio is installed, once imported (``_grpc_attach``). Only httpx is a
-    dependency (``instrumentation_dependencies``)."""
+    factories when grpcio is installed, once imported (``_grpc_attach``). None of them is
+    required: ``instrumentation_dependencies`` is empty, ``instruments-any`` lists them."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
 
@@ -202,3 +204,13 @@ def instrument_grpc_channel(channel: Any, target: str) -> Any:
     from otel_a2a.instrumentation import grpc_client
 
     return grpc_client.instrument_channel(channel, target)
+
+
+def __getattr__(name: str) -> Any:
+    """``DivergenceSpanProcessor`` subclasses the SDK's ``SpanProcessor``: imported on first
+    use, so that the instrumentation imports where the application runs no SDK."""
+    if name == "DivergenceSpanProcessor":
+        from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+
+        return DivergenceSpanProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,12 +1,12 @@
 """Which libraries of the httpx API are wrapped, and when.
 
-httpx (a dependency) and httpx2 (Pydantic's continuation of httpx, never required) are each
+httpx and httpx2 (Pydantic's continuation of httpx), neither required, are each
 wrapped as soon as they are imported: at ``instrument()`` if they are already, otherwise by an
 import hook when the application imports them. Nothing here imports either, so an application
 that makes ``import httpx`` give httpx2 (``httpx2.alias_httpx()``, which httpx2 refuses once
 anything imported httpx) may still do so after ``OTEL_A2A_ENABLED`` instrumented it at start-up,
 and a library that is not installed costs one ``find_spec``. One module under two names is
-wrapped once; httpx2 only within ``_instruments_httpx2``.
+wrapped once; each only within its range (``otel_a2a.package``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from wrapt import register_post_import_hook
 
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.httpx_client import Library, library
-from otel_a2a.package import _instruments_httpx2
+from otel_a2a.package import _instruments_httpx, _instruments_httpx2
 
 _log = logging.getLogger("otel_a2a")
 NAMES = ("httpx", "httpx2")
@@ -69,7 +69,7 @@ def _wrap(module: ModuleType) -> None:
     if any(wrapped.module is module for wrapped in _wrapped):
         return
     try:
-        if module.__name__ == "httpx2" and not _supported():
+        if not _supported(module.__name__):
             return
         found = library(module)
         found.wrap()
@@ -87,13 +87,15 @@ def _wrap(module: ModuleType) -> None:
     _wrapped.append(found)
 
 
-def _supported() -> bool:
-    conflict = get_dependency_conflicts(_instruments_httpx2)
+def _supported(name: str) -> bool:
+    ranges = {"httpx": _instruments_httpx, "httpx2": _instruments_httpx2}
+    conflict = get_dependency_conflicts(ranges[name])
     if conflict is None:
         return True
     _log.warning(
-        "otel-a2a: %s is installed, %s is supported: requests sent with httpx2 get no span",
-        conflict.found or "httpx2",
+        "otel-a2a: %s is installed, %s is supported: requests sent with %s get no span",
+        conflict.found or name,
         conflict.required,
+        name,
     )
     return False
