@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools go-gateway go-test jvm test lint bench demo stack clean
+.PHONY: all setup tools go-gateway go-test jvm test matrix upgrade lint bench demo stack clean
 
 all: test
 
@@ -12,9 +12,16 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.stamp-py: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev]'
+# Installed from the committed lock, so that a new upstream release cannot change a fresh run;
+# `make upgrade` refreshes it (requirements/lock.py).
+$(VENV)/.stamp-py: $(BIN)/python pyproject.toml requirements/lock.txt
+	$(BIN)/pip install -q -c requirements/lock.txt -e '.[dev]'
 	touch $@
+
+upgrade: $(BIN)/python
+	$(BIN)/python requirements/lock.py
+	$(BIN)/pip install -q -c requirements/lock.txt -e '.[dev]'
+	touch $(VENV)/.stamp-py
 
 # Node >= 20 (the @a2a-js/sdk peer) is a prerequisite, like Python 3.11: Debian 12 ships 18.
 $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
@@ -78,7 +85,7 @@ $(TOOLS)/.stamp-go-test: $(OTELA2A_SRC)
 go-test: $(TOOLS)/.stamp-go-test
 
 # The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own, which uses go/otela2a
-# through a replace directive): only for `otel-a2a demo --gateway go` and the tests; the
+# through a replace directive): only for `python -m demo --gateway go` and the tests; the
 # default demo needs no Go.
 GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum \
                   $(filter-out %_test.go,$(OTELA2A_SRC))
@@ -109,6 +116,11 @@ setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 test: setup tools jvm go-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The unit suite on the oldest supported releases and on wrapt 1, each in a fresh venv
+# (requirements/matrix/); CI runs it after `make test`.
+matrix:
+	PY=$(PY) bash .ci/matrix
+
 lint: $(VENV)/.stamp-py
 	$(BIN)/ruff check otel_a2a demo tests bench collector-config deploy
 	$(BIN)/ruff format --check otel_a2a demo tests bench collector-config deploy
@@ -127,7 +139,7 @@ stack: $(VENV)/.stamp-py .stamp-apt tools
 	$(BIN)/python deploy/local/stack.py
 
 demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
-	$(BIN)/otel-a2a demo
+	$(BIN)/python -m demo
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind $(TOOLS)

@@ -1,11 +1,12 @@
-"""The ``otel-a2a demo`` verb's options and handler: ``otel_a2a.cli`` adds them to its parser
-when it runs from a source tree that has this folder."""
+"""``python -m demo``: the seeded incident's options and handler (run from the source tree; the
+installed ``otel-a2a`` command only points here)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 
 from demo.model import (
     BINDINGS,
@@ -27,9 +28,22 @@ DESCRIPTION = (
 )
 
 
-def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> None:
-    """The verb's options; ``seconds`` parses a number of seconds > 0 (the CLI's own type)."""
-    p.description = DESCRIPTION
+PROG = "python -m demo"
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds > 0, else a one-line usage error (never ``inf``/``nan``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of seconds > 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
     p.add_argument(
         "--variant",
         choices=VARIANTS,
@@ -71,21 +85,23 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
     )
     p.add_argument(
         "--heartbeat",
-        type=seconds,
+        type=_seconds,
         default=1.5,
         help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
     p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
+    return p
 
 
-def run(args: argparse.Namespace) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     reason = not_applicable(args.variant, args.binding, args.gateway)
     if reason is not None:
-        print(f"otel-a2a demo: error: {reason}", file=sys.stderr)
+        print(f"{PROG}: error: {reason}", file=sys.stderr)
         return 2
-    # imported when the verb runs, so that other verbs do not pay for the run's imports
-    from demo.scenario import main
+    # imported once the options are known good, so that --help and a refusal stay quick
+    from demo.scenario import main as play
 
     timings = Timings.real() if args.real_timings else Timings.scaled(args.heartbeat)
     config = ScenarioConfig(
@@ -97,4 +113,8 @@ def run(args: argparse.Namespace) -> int:
         gateway=args.gateway,
         worker=args.worker,
     )
-    return main(config, quiet=args.quiet)
+    try:
+        return play(config, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

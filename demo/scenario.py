@@ -7,7 +7,7 @@ under Node, durable file task store).
 :func:`run_scenario` starts the three processes on free ports (``processes``), plays one
 variant, collects what fired (the orchestrator's console spans and its Prometheus
 ``/metrics``), judges it against the specification (``evaluation``) and returns a
-:class:`ScenarioResult`; :func:`main` prints it (``rendering``). ``otel-a2a demo`` and the
+:class:`ScenarioResult`; :func:`main` prints it (``rendering``). ``python -m demo`` and the
 end-to-end tests (``tests/e2e``) both go through here: ``__all__`` is the demo's public entry.
 
 Variants:

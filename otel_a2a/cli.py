@@ -1,8 +1,5 @@
 """The ``otel-a2a`` command (docs/configuration.md lists every flag).
 
-    otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
-                  [--binding JSONRPC|HTTP+JSON] [--streaming|--no-streaming] [--real-timings]
-                  [--heartbeat S] [--keep] [--quiet]
     otel-a2a check-card URL
     otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
     otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
@@ -10,19 +7,17 @@
                       [--backlog N]
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
-parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.
+parser and sets ``handler``. The seeded-incident demo is not a subcommand: it runs from the
+source tree (``python -m demo``, ``make demo``); ``otel-a2a demo`` only says so.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,23 +26,24 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], int]
 
 
-# The demo ships in the source tree (``demo/`` beside ``otel_a2a/``), not in the wheel.
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
 NO_DEMO = (
-    "otel-a2a demo: the demo ships in the source tree, not in the installed package: "
-    "clone the otel-a2a repository and run `make demo` there"
+    "otel-a2a demo: the demo runs from the source tree: `make demo` (or `python -m demo`) "
+    "in a clone of the otel-a2a repository"
 )
 
 
-def _demo_cli() -> ModuleType | None:
-    """``demo.cli`` of the source tree this package runs from; None for an installed wheel."""
-    if not (SOURCE_ROOT / "pyproject.toml").is_file():
-        return None
-    if not (SOURCE_ROOT / "demo" / "cli.py").is_file():
-        return None
-    if sys.path[:1] != [str(SOURCE_ROOT)]:
-        sys.path.insert(0, str(SOURCE_ROOT))
-    return importlib.import_module("demo.cli")
+def _missing(command: str, *modules: str) -> bool:
+    """Whether ``command`` lacks one of ``modules`` (the ``cli`` extra): then says how to get
+    it in one line, instead of a traceback."""
+    from importlib.util import find_spec
+
+    absent = [m for m in modules if find_spec(m) is None]
+    if absent:
+        print(
+            f"otel-a2a {command}: needs {', '.join(absent)}: pip install 'otel-a2a[cli]'",
+            file=sys.stderr,
+        )
+    return bool(absent)
 
 
 def _no_demo(args: argparse.Namespace) -> int:
@@ -80,21 +76,18 @@ _port = _number(int, lambda v: 0 <= v <= 65535, "an integer 0-65535 (0: any free
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    help_text = "run the seeded incident end to end on loopback"
-    demo = _demo_cli()
-    if demo is None:
-        # no options to know: whatever follows `demo` (`--variant ...` too) is taken as a
-        # positional, so that the answer is where to find the demo, not a usage error
-        p = sub.add_parser("demo", help=help_text, description=NO_DEMO, prefix_chars="\0")
-        p.add_argument("args", nargs="*")
-        p.set_defaults(handler=_no_demo)
-        return
-    p = sub.add_parser("demo", help=help_text)
-    demo.add_arguments(p, seconds=_positive)
-    p.set_defaults(handler=demo.run)
+    # no options to know: whatever follows `demo` (`--variant ...` too) is taken as a
+    # positional, so that the answer is where to find the demo, not a usage error
+    p = sub.add_parser(
+        "demo", help="where the seeded-incident demo is", description=NO_DEMO, prefix_chars="\0"
+    )
+    p.add_argument("args", nargs="*")
+    p.set_defaults(handler=_no_demo)
 
 
 def _run_check_card(args: argparse.Namespace) -> int:
+    if _missing("check-card", "httpx", "anyio"):
+        return 2
     from otel_a2a.check_card import check_card, render
 
     report = check_card(args.url)
@@ -173,6 +166,11 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_detector(args: argparse.Namespace) -> int:
+    modules = ["h11", "google.protobuf", "opentelemetry.proto", "opentelemetry.sdk"]
+    if args.metrics_port is not None:
+        modules += ["opentelemetry.exporter.prometheus", "prometheus_client"]
+    if _missing("detector", *modules):
+        return 2
     from otel_a2a.analyze.receiver import serve
 
     return serve(

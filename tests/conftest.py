@@ -21,6 +21,19 @@ from tests.support.peers import RunningPeer, Runtime, problem, start_peer
 settings.register_profile("otel-a2a", deadline=None)
 settings.load_profile("otel-a2a")
 
+# What the version matrix (``.ci/matrix``) leaves out: a test that needs a real A2A peer
+# (a fixture below) or a tool of its own (a runtime marker) is marked ``peer``.
+_PEER_MARKERS = ("node", "go", "jvm", "prometheus")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if any(name.endswith(("peer", "_peer_process")) for name in fixtures) or any(
+            item.get_closest_marker(marker) for marker in _PEER_MARKERS
+        ):
+            item.add_marker(pytest.mark.peer)
+
 
 def _serve(runtime: Runtime, label: str, *options: str) -> Iterator[RunningPeer]:
     """Run ``runtime``'s peer for a session fixture. A peer that cannot run here fails the

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -53,7 +53,6 @@ from otel_a2a.instrumentation import runtime, server
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
 from otel_a2a.instrumentation.libraries import PATCHES, OnImport
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 from otel_a2a.instrumentation.providers import (
     attach_processor,
     finish_before_exit,
@@ -63,6 +62,9 @@ from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.locks import fork_safe
 from otel_a2a.package import _instruments
+
+if TYPE_CHECKING:
+    from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
 
 __all__ = [
     "A2AInstrumentor",
@@ -76,8 +78,8 @@ __all__ = [
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
     installed, for A2A traffic, and grpcio's channel factories when grpcio is installed, each
-    once imported (``libraries``). Only httpx is a dependency
-    (``instrumentation_dependencies``)."""
+    once imported (``libraries``). None of them is required: ``instrumentation_dependencies``
+    is empty, ``instruments-any`` lists them."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
     # instrument()/uninstrument(), re-entered by instrument()
@@ -154,3 +156,13 @@ def grpc_aio_interceptors(target: str) -> list[Any]:
     from otel_a2a.instrumentation import grpc_client
 
     return list(grpc_client.aio_interceptors(target))
+
+
+def __getattr__(name: str) -> Any:
+    """``DivergenceSpanProcessor`` subclasses the SDK's ``SpanProcessor``: imported on first
+    use, so that the instrumentation imports where the application runs no SDK."""
+    if name == "DivergenceSpanProcessor":
+        from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+
+        return DivergenceSpanProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -119,7 +119,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read every ``OTEL_A2A_*`` variable; never raises."""
     env = os.environ if env is None else env
     return Settings(
-        enabled=parse_bool(env, "OTEL_A2A_ENABLED", _DEFAULTS.enabled),
+        enabled=parse_bool(env, "OTEL_A2A_ENABLED"),
         enforce=_mode(env),
         default_heartbeat=_positive_float(
             env, "OTEL_A2A_DEFAULT_HEARTBEAT", _DEFAULTS.default_heartbeat

@@ -1,12 +1,12 @@
 """Patching each instrumented library as soon as it is imported, and only then.
 
-httpx (a dependency), httpx2 (Pydantic's continuation of httpx, never required) and grpcio
-(optional) are each patched at ``instrument()`` if they are imported already, otherwise by an
+httpx, httpx2 (Pydantic's continuation of httpx) and grpcio, none of them required, are each
+patched at ``instrument()`` if they are imported already, otherwise by an
 import hook when the application imports them. Nothing here imports any of them, so an
 application that makes ``import httpx`` give httpx2 (``httpx2.alias_httpx()``, which httpx2
 refuses once anything imported httpx) may still do so after ``OTEL_A2A_ENABLED`` instrumented
 it at start-up, and a library that is not installed costs one ``find_spec``. One module under
-two names is patched once; httpx2 only within ``_instruments_httpx2``.
+two names is patched once; httpx and httpx2 only within their ranges (``otel_a2a.package``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from wrapt import register_post_import_hook
 from otel_a2a.instrumentation import runtime
 from otel_a2a.instrumentation.httpx_client import library
 from otel_a2a.locks import fork_safe
-from otel_a2a.package import _instruments_httpx2
+from otel_a2a.package import _instruments_httpx, _instruments_httpx2
 
 _log = logging.getLogger("otel_a2a")
 
@@ -33,22 +33,30 @@ Undo = Callable[[], None]
 Patch = Callable[[ModuleType], Undo | None]  # patches a module: its undo, or None (skipped)
 
 
-def _httpx(module: ModuleType) -> Undo:
+def _in_range(name: str, required: tuple[str, ...]) -> bool:
+    """Whether the installed ``name`` is within ``required`` (``otel_a2a.package``); said
+    once when it is not: its requests get no span."""
+    conflict = get_dependency_conflicts(required)
+    if conflict is None:
+        return True
+    _log.warning(
+        "otel-a2a: %s is installed, %s is supported: requests sent with %s get no span",
+        conflict.found or name,
+        conflict.required,
+        name,
+    )
+    return False
+
+
+def _httpx(module: ModuleType) -> Undo | None:
+    if module.__name__ == "httpx2":
+        if not _in_range("httpx2", _instruments_httpx2):
+            return None
+    elif not _in_range("httpx", _instruments_httpx):
+        return None
     found = library(module)
     found.wrap()
     return found.unwrap
-
-
-def _httpx2(module: ModuleType) -> Undo | None:
-    conflict = get_dependency_conflicts(_instruments_httpx2)
-    if conflict is not None:
-        _log.warning(
-            "otel-a2a: %s is installed, %s is supported: requests sent with httpx2 get no span",
-            conflict.found or "httpx2",
-            conflict.required,
-        )
-        return None
-    return _httpx(module)
 
 
 def _grpc(module: ModuleType) -> Undo:
@@ -57,7 +65,7 @@ def _grpc(module: ModuleType) -> Undo:
     return grpc_client.patch()
 
 
-PATCHES: Mapping[str, Patch] = {"httpx": _httpx, "httpx2": _httpx2, "grpc": _grpc}
+PATCHES: Mapping[str, Patch] = {"httpx": _httpx, "httpx2": _httpx, "grpc": _grpc}
 
 
 def installed(name: str) -> bool:

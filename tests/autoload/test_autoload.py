@@ -132,7 +132,7 @@ def test_pth_is_installed_and_idempotent() -> None:
     assert "already instrumented" not in done.stderr
 
 
-@pytest.mark.parametrize("value", ["ture", "2", "enable"])
+@pytest.mark.parametrize("value", ["ture", "1", "yes"])
 def test_a_bad_enabled_value_warns_once_and_instruments_nothing(
     python_peer: str, value: str
 ) -> None:
@@ -145,7 +145,7 @@ def test_a_bad_enabled_value_warns_once_and_instruments_nothing(
 
 def test_a_false_enabled_value_is_silent_and_imports_nothing() -> None:
     code = "import sys; print('otel_a2a' in sys.modules)"
-    for value in ("false", "0", "off", " no "):
+    for value in ("false", "FALSE", ""):
         done = _run([sys.executable, "-c", code], _env(OTEL_A2A_ENABLED=value))
         assert (done.stdout.strip(), done.stderr) == ("False", ""), value
 

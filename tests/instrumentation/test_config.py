@@ -84,11 +84,12 @@ def test_bad_value_warns_once_and_uses_default(
     assert len(caplog.records) == 1
 
 
-@pytest.mark.parametrize("value", ["1", "true", "Yes", " ON ", "0", "false", "no", "off", ""])
+@pytest.mark.parametrize("value", ["true", "TRUE", "True", "false", "FALSE", ""])
 def test_boolean_spellings(caplog: pytest.LogCaptureFixture, value: str) -> None:
+    """OpenTelemetry's rule: only ``true`` (any case) is true; ``false`` and empty are false."""
     with caplog.at_level(logging.WARNING, logger="otel_a2a"):
         settings = load_settings({"OTEL_A2A_ENABLED": value})
-    assert settings.enabled is (value.strip().lower() in ("1", "true", "yes", "on"))
+    assert settings.enabled is (value.lower() == "true")
     assert caplog.records == []
 
 
@@ -122,3 +123,15 @@ def test_the_worker_side_settings(caplog: pytest.LogCaptureFixture) -> None:
     assert (bad.serve_heartbeat, bad.serve_check_interval) == (None, 30.0)
     assert "OTEL_A2A_SERVE_HEARTBEAT" in caplog.text
     assert "OTEL_A2A_SERVE_CHECK_INTERVAL" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "on", " true", "0", "no", "off"])
+def test_other_boolean_spellings_are_false_with_one_warning(
+    caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        assert load_settings({"OTEL_A2A_ENABLED": value}).enabled is False
+        load_settings({"OTEL_A2A_ENABLED": value})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"otel-a2a: ignoring OTEL_A2A_ENABLED={value!r} (invalid); using the default False"
+    ]
