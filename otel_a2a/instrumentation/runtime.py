@@ -22,7 +22,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
-from otel_a2a.detect.ledger import Ledger
+from otel_a2a.detect.ledger import Ledger, TaskLedger
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.instrumentation.reentry import GUARD
@@ -40,6 +40,7 @@ _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST path
 UNKNOWN_AGENT = "_UNKNOWN"  # the agent of a decision on a task never seen, no URL given
 LEDGER_UNAVAILABLE = "ledger_unavailable"  # OTEL_A2A_LEDGER_PATH cannot be opened
 LEDGER_OPERATION_FAILED = "ledger_operation_failed"  # the shared ledger failed one operation
+LEDGER_LOST = "ledger_lost"  # the shared ledger became unusable (corrupt, full): memory from now
 
 
 class Peer:
@@ -131,7 +132,12 @@ class Runtime:
         from otel_a2a.store.sqlite import LedgerStoreError, SqliteLedger  # only when asked for
 
         try:
-            ledger = SqliteLedger(path, settings.max_tracked_tasks, on_error=self._ledger_failed)
+            ledger = SqliteLedger(
+                path,
+                settings.max_tracked_tasks,
+                on_error=self._ledger_failed,
+                on_fatal=self._ledger_lost,
+            )
         except LedgerStoreError as exc:
             _log.warning(
                 "otel-a2a: OTEL_A2A_LEDGER_PATH cannot be used (%s); observations stay in this "
@@ -140,6 +146,20 @@ class Runtime:
             )
             return None, True
         return ledger, False
+
+    def _ledger_lost(self, exc: BaseException) -> None:
+        """The shared file became unusable (corrupt pages an operation met, a full disk):
+        every later operation would fail and every decision read ``no_observation``. This
+        process keeps its observations in memory from now on, as when the file cannot be
+        opened; said once."""
+        self.detector.ledger = TaskLedger(self.settings.max_tracked_tasks)
+        self.error(LEDGER_LOST)
+        _log.warning(
+            "otel-a2a: the shared ledger %s cannot be used any more (%s); observations stay in "
+            "this process from now on",
+            self.settings.ledger_path,
+            exc,
+        )
 
     def _ledger_failed(self, exc: BaseException) -> None:
         """One operation of the shared ledger failed (it answered as for an unknown task)."""
