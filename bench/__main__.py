@@ -41,6 +41,7 @@ def _ledger() -> list[Row]:
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
         bench_detector,
+        bench_e2e,
         bench_exit,
         bench_grpc,
         bench_incident,
@@ -57,6 +58,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("overhead", bench_overhead.run),
         ("instructions", bench_instructions.run),
         ("grpc", bench_grpc.run),
+        ("e2e", bench_e2e.run),
         ("large body", bench_large_body.run),
         ("startup", bench_startup.run),
         ("exit", bench_exit.run),

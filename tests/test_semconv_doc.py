@@ -210,9 +210,7 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
     provider = MeterProvider(metric_readers=[reader])
     detector = Detector()
     detector.ledger.observe(make_obs(at=time.monotonic() - 3600))  # stale at any heartbeat
-    holder: list[A2AMetrics] = []
-    metrics = A2AMetrics(detector, provider, lambda: holder[0])
-    holder.append(metrics)
+    metrics = A2AMetrics(detector, provider, lambda: metrics)
     try:
         metrics.divergence.add(1, {})
         metrics.decisions.add(1, {})

@@ -9,7 +9,20 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from otel_a2a.protocol.bindings import Binding
 from otel_a2a.protocol.states import StateReading
+
+__all__ = [
+    "A2AError",
+    "A2ARequest",
+    "Binding",
+    "CardInfo",
+    "Interface",
+    "Operation",
+    "ResponseFacts",
+    "StreamEvent",
+    "TaskReport",
+]
 
 
 class Operation(str, Enum):
@@ -27,14 +40,6 @@ class Operation(str, Enum):
     GET_PUSH_CONFIG = "GetTaskPushNotificationConfig"
     LIST_PUSH_CONFIGS = "ListTaskPushNotificationConfigs"
     DELETE_PUSH_CONFIG = "DeleteTaskPushNotificationConfig"
-
-
-class Binding(str, Enum):
-    """Value of ``a2a.binding``."""
-
-    JSONRPC = "JSONRPC"
-    HTTP_JSON = "HTTP+JSON"
-    GRPC = "GRPC"
 
 
 class A2ARequest(NamedTuple):

@@ -7,10 +7,9 @@ it is what spans and metrics carry, whatever the peer spelled.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from otel_a2a.protocol.model import Binding
+from otel_a2a.protocol.bindings import Binding
 
 
 class TaskState(str, Enum):
@@ -29,11 +28,11 @@ class TaskState(str, Enum):
     # Keyed by the value: hashing a member runs Python code, hashing its ``str`` value does not.
     @property
     def state_class(self) -> StateClass:
-        return _CLASS[self._value_]
+        return _CLASS[self.value]
 
     @property
     def is_terminal(self) -> bool:
-        return self._value_ in _TERMINAL_VALUES
+        return self.value in _TERMINAL_VALUES
 
 
 class StateClass(str, Enum):
@@ -192,7 +191,7 @@ def read_state(raw: object, version: str | None, binding: Binding) -> StateReadi
     """
     if type(raw) is str and len(raw) <= _MAX_RAW:
         # the binding's value, not the member: hashing an Enum member runs Python code
-        key = (raw, version, binding._value_)
+        key = (raw, version, binding.value)
         reading = _READINGS.get(key)
         if reading is None:
             reading = _read_state(raw, version, binding)
