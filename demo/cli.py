@@ -76,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
         help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
+    p.add_argument(
+        "--html", metavar="FILE", help="write the run's timeline page to FILE and say where"
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
 
 
@@ -97,4 +100,4 @@ def run(args: argparse.Namespace) -> int:
         gateway=args.gateway,
         worker=args.worker,
     )
-    return main(config, quiet=args.quiet)
+    return main(config, quiet=args.quiet, html=args.html)

@@ -4,7 +4,7 @@
                   [--binding JSONRPC|HTTP+JSON] [--streaming|--no-streaming] [--real-timings]
                   [--heartbeat S] [--keep] [--quiet]
     otel-a2a check-card URL
-    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
+    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N] [--html FILE [--task ID]...]
     otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
                       [--grace S] [--max-tasks N] [--max-body-bytes N] [--body-timeout S]
                       [--backlog N]
@@ -131,9 +131,26 @@ def _add_correlation_options(p: argparse.ArgumentParser) -> None:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from otel_a2a.analyze import Correlator, analyze_files
+    from otel_a2a.analyze.timeline import TimelineBuilder
 
     correlator = Correlator(max_tasks=args.max_tasks, grace=args.grace)
-    return analyze_files(args.files, as_json=args.json, correlator=correlator)
+    timeline = TimelineBuilder(tasks=args.task) if args.html else None
+    code = analyze_files(args.files, as_json=args.json, correlator=correlator, timeline=timeline)
+    if timeline is not None:
+        from otel_a2a.analyze.page import render_page
+
+        view = timeline.view()
+        title = "otel-a2a timeline: " + ", ".join(os.path.basename(f) for f in args.files)
+        try:
+            Path(args.html).write_text(render_page(view, title=title), encoding="utf-8")
+        except OSError as exc:
+            print(f"otel-a2a analyze: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 2
+        print(
+            f"otel-a2a analyze: page with {len(view.tasks)} task(s) written to {args.html}",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -150,6 +167,19 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     _add_correlation_options(p)
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained timeline page to FILE: one lane per service for "
+        "each task with a finding (docs/analyzer.md)",
+    )
+    p.add_argument(
+        "--task",
+        metavar="ID",
+        action="append",
+        default=[],
+        help="draw this task on the --html page, finding or not (repeatable)",
+    )
     p.set_defaults(handler=_run_analyze)
 
 
