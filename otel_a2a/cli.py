@@ -5,7 +5,8 @@
                   [--heartbeat S] [--keep] [--quiet]
     otel-a2a check-card URL
     otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N] [--html FILE [--task ID]...]
-    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
+    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--ui-port P] [--ui-host H]
+                      [--dump FILE] [--json]
                       [--grace S] [--max-tasks N] [--max-body-bytes N] [--body-timeout S]
                       [--backlog N]
 
@@ -197,6 +198,8 @@ def _run_detector(args: argparse.Namespace) -> int:
         body_timeout=args.body_timeout,
         backlog=args.backlog,
         correlator=Correlator(max_tasks=args.max_tasks, grace=args.grace),
+        ui_port=args.ui_port,
+        ui_host=args.ui_host,
     )
 
 
@@ -219,6 +222,15 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p.add_argument(
         "--dump", metavar="FILE", help="append every request as an OTLP JSON line to FILE"
+    )
+    p.add_argument(
+        "--ui-port",
+        type=_port,
+        default=None,
+        help="serve the live timeline page of the tasks with findings on this port (read-only)",
+    )
+    p.add_argument(
+        "--ui-host", default="127.0.0.1", help="the timeline page's address (default 127.0.0.1)"
     )
     p.add_argument(
         "--max-body-bytes",
