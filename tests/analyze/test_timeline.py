@@ -16,7 +16,7 @@ from otel_a2a.analyze.timeline import (
     OBSERVATION,
     TimelineBuilder,
 )
-from tests.analyze.samples import T0, MS, kv, request, span, status_event
+from tests.analyze.samples import MS, T0, kv, request, span, status_event
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "otlp" / "jvm-split-brain.jsonl"
 
