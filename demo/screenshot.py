@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Playwright
 
 CHROMIUM = "chromium"  # Debian's package and command
-WIDTH, HEIGHT = 1280, 720
+WIDTH, HEIGHT = 1280, 400  # the page grows the picture to its full height
 
 
 def chromium_path() -> str | None:
