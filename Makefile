@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools go-gateway go-test jvm test matrix upgrade lint bench demo stack clean
+.PHONY: all setup tools go-gateway go-test jvm test matrix upgrade lint bench demo screenshot stack clean
 
 all: test
 
@@ -37,6 +37,16 @@ $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lo
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q \
 	    --no-install-recommends prometheus prometheus-alertmanager; \
+	fi
+	touch $@
+
+# Chromium from Debian for the page's browser tests and `make screenshot`: Playwright (the dev
+# extra) drives this one and downloads no browser of its own.
+.stamp-chromium:
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q \
+	    --no-install-recommends chromium; \
 	fi
 	touch $@
 
@@ -113,7 +123,7 @@ jvm: $(JVM_JAR)
 
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
-test: setup tools jvm go-test
+test: setup .stamp-chromium tools jvm go-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The unit suite on the oldest supported releases and on wrapt 1, each in a fresh venv
@@ -138,8 +148,14 @@ bench: setup .stamp-valgrind
 stack: $(VENV)/.stamp-py .stamp-apt tools
 	$(BIN)/python deploy/local/stack.py
 
+DEMO_PAGE := build/demo-timeline.html
+
 demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
-	$(BIN)/python -m demo
+	$(BIN)/python -m demo --html $(DEMO_PAGE)
+
+# The README's picture of the timeline page, from a fresh restart run of the demo.
+screenshot: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-chromium
+	$(BIN)/python -m demo.screenshot --png docs/timeline.png
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind $(TOOLS)
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind .stamp-chromium $(TOOLS)

@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
+    p.add_argument(
+        "--html", metavar="FILE", help="write the run's timeline page to FILE and say where"
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
     return p
 
@@ -114,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker=args.worker,
     )
     try:
-        return play(config, quiet=args.quiet)
+        return play(config, quiet=args.quiet, html=args.html)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

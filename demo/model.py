@@ -173,6 +173,7 @@ class ScenarioResult:
     pids: list[int] = field(default_factory=list)
     port_taken: bool = False  # the orchestrator's metrics port was taken before it bound it
     attempts: int = 1  # 2 when run again because of that
+    page: str = ""  # where the timeline page was written (``--html``)
 
     def reasons(self) -> list[str]:
         return [d.reason for d in self.divergences]

@@ -123,6 +123,8 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
         + (f"; also OTLP to {result.otlp_endpoint}" if result.otlp_endpoint else "")
     )
     line(f"  metrics: {result.metrics_url} (Prometheus, served by the orchestrator while it ran)")
+    if result.page:
+        line(f"  page:    {result.page} (the timeline: open it in a browser)")
     if cfg.keep_dir:
         line(f"  files:   {result.workdir} (timeline.jsonl, orchestrator.out, *.err, tasks/)")
     line()

@@ -362,8 +362,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def main(config: ScenarioConfig, quiet: bool = False) -> int:
-    """Run, print, and return the exit code (0: the detector behaved as specified)."""
+def main(config: ScenarioConfig, quiet: bool = False, html: str | None = None) -> int:
+    """Run, print, and return the exit code (0: the detector behaved as specified); with
+    ``html`` the run's timeline page is written there first (the report says where)."""
 
     def progress(text: str) -> None:
         print(text, flush=True)
@@ -385,6 +386,16 @@ def main(config: ScenarioConfig, quiet: bool = False) -> int:
     except ScenarioError as exc:
         print(f"otel-a2a demo could not run: {exc}", file=sys.stderr)
         return 2
+    if html:
+        from demo.page import page
+
+        try:
+            path = Path(html).resolve()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(page(result), encoding="utf-8")
+            result.page = str(path)
+        except OSError as exc:
+            print(f"otel-a2a demo: cannot write the page: {exc}", file=sys.stderr)
     render(result)
     if not result.ok:
         for name, text in result.logs.items():

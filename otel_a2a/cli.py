@@ -1,8 +1,9 @@
 """The ``otel-a2a`` command (docs/configuration.md lists every flag).
 
     otel-a2a check-card URL
-    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
-    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
+    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N] [--html FILE [--task ID]...]
+    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--ui-port P] [--ui-host H]
+                      [--dump FILE] [--json]
                       [--grace S] [--max-tasks N] [--max-body-bytes N] [--body-timeout S]
                       [--backlog N]
 
@@ -18,6 +19,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -144,8 +146,26 @@ def _correlator(args: argparse.Namespace) -> Correlator:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from otel_a2a.analyze import analyze_files
+    from otel_a2a.analyze.timeline import TimelineBuilder
 
-    return analyze_files(args.files, as_json=args.json, correlator=_correlator(args))
+    correlator = _correlator(args)
+    timeline = TimelineBuilder(tasks=args.task) if args.html else None
+    code = analyze_files(args.files, as_json=args.json, correlator=correlator, timeline=timeline)
+    if timeline is not None:
+        from otel_a2a.analyze.page import render_page
+
+        view = timeline.view()
+        title = "otel-a2a timeline: " + ", ".join(os.path.basename(f) for f in args.files)
+        try:
+            Path(args.html).write_text(render_page(view, title=title), encoding="utf-8")
+        except OSError as exc:
+            print(f"otel-a2a analyze: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 2
+        print(
+            f"otel-a2a analyze: page with {len(view.tasks)} task(s) written to {args.html}",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -162,6 +182,19 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     _add_correlation_options(p)
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained timeline page to FILE: one lane per service for "
+        "each task with a finding (docs/analyzer.md)",
+    )
+    p.add_argument(
+        "--task",
+        metavar="ID",
+        action="append",
+        default=[],
+        help="draw this task on the --html page, finding or not (repeatable)",
+    )
     p.set_defaults(handler=_run_analyze)
 
 
@@ -183,6 +216,8 @@ def _run_detector(args: argparse.Namespace) -> int:
         body_timeout=args.body_timeout,
         backlog=args.backlog,
         correlator=_correlator(args),
+        ui_port=args.ui_port,
+        ui_host=args.ui_host,
     )
 
 
@@ -205,6 +240,15 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p.add_argument(
         "--dump", metavar="FILE", help="append every request as an OTLP JSON line to FILE"
+    )
+    p.add_argument(
+        "--ui-port",
+        type=_port,
+        default=None,
+        help="serve the live timeline page of the tasks with findings on this port (read-only)",
+    )
+    p.add_argument(
+        "--ui-host", default="127.0.0.1", help="the timeline page's address (default 127.0.0.1)"
     )
     p.add_argument(
         "--max-body-bytes",

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from otel_a2a import semconv as sc
 from otel_a2a.analyze.correlate import Correlator
-from otel_a2a.analyze.model import Finding
+from otel_a2a.analyze.model import Batch, Finding
 from otel_a2a.analyze.otlp import normalize_id, parse_request
 from otel_a2a.protocol import Operation
 from otel_a2a.version import __version__
@@ -110,12 +110,14 @@ class LiveAnalyzer:
         dump: IO[str] | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        on_request: Callable[[dict[str, Any], Batch, list[Finding]], None] | None = None,
     ) -> None:
         from opentelemetry.sdk.metrics import MeterProvider
 
         self.correlator = correlator
         self.requests = 0
         self._on_finding = on_finding
+        self._on_request = on_request  # the live page: each request with what it found
         self._dump = dump
         self._lock = threading.Lock()
         self._labels = sc.AgentLabels()
@@ -158,6 +160,8 @@ class LiveAnalyzer:
                 if b.agent_name:
                     attrs[sc.AGENT_NAME] = self._labels(b.agent_name)
                 self._counter.add(1, attrs)
+            if self._on_request is not None:
+                self._on_request(doc, batch, findings)
         if report:
             self.report(findings)
         return findings

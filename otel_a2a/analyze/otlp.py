@@ -246,6 +246,12 @@ def parse_request(doc: object) -> Batch:
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Batch]:
     """One batch per non-empty line (the file exporter's format); a bad line is one error."""
+    for _doc, batch in parse_documents(lines):
+        yield batch
+
+
+def parse_documents(lines: Iterable[str]) -> Iterator[tuple[object, Batch]]:
+    """Each non-empty line's request and its batch; a bad line is None and one error."""
     for line in lines:
         text = line.strip()
         if not text:
@@ -253,6 +259,6 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Batch]:
         try:
             doc = json.loads(text)
         except (ValueError, RecursionError):
-            yield Batch([], [], 0, 1)
+            yield None, Batch([], [], 0, 1)
             continue
-        yield parse_request(doc)
+        yield doc, parse_request(doc)

@@ -63,6 +63,7 @@ from otel_a2a.analyze.live import (
     inflate,
 )
 from otel_a2a.analyze.model import Finding
+from otel_a2a.analyze.ui import LivePage
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a.detector")
@@ -438,8 +439,11 @@ def serve(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     backlog: int = DEFAULT_BACKLOG,
     correlator: Correlator | None = None,
+    ui_port: int | None = None,
+    ui_host: str = "127.0.0.1",
 ) -> int:
-    """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command."""
+    """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command.
+    With ``ui_port``, the live timeline page (:mod:`otel_a2a.analyze.ui`) too."""
     import signal
     import sys
 
@@ -461,13 +465,16 @@ def serve(
         return 2
     analyzer: LiveAnalyzer | None = None
     receiver: Receiver | None = None
+    ui: LivePage | None = None
     try:
+        ui = LivePage(ui_host, ui_port) if ui_port is not None else None
         analyzer = LiveAnalyzer(
             correlator or Correlator(),
             emit,
             dump=dump,
             metrics_port=metrics_port,
             metrics_host=host,
+            on_request=ui.record if ui is not None else None,
         )
         receiver = Receiver(
             analyzer, host, port, max_body=max_body, body_timeout=body_timeout, backlog=backlog
@@ -476,6 +483,8 @@ def serve(
         print(f"otel-a2a detector: cannot listen: {exc}", file=sys.stderr)
         if analyzer is not None:
             analyzer.close()
+        if ui is not None:
+            ui.close()
         if dump is not None:
             dump.close()
         return 2
@@ -483,13 +492,16 @@ def serve(
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         receiver.start()
+        if ui is not None:
+            ui.start()
         print(
             f"otel-a2a detector: OTLP/HTTP on http://{shown}:{receiver.port}{TRACES_PATH}"
             + (
                 f", metrics on http://{shown}:{analyzer.metrics_port}/metrics"
                 if analyzer.metrics_port
                 else ""
-            ),
+            )
+            + (f", timeline page on {ui.url}" if ui is not None else ""),
             file=sys.stderr,
             flush=True,
         )
@@ -498,6 +510,8 @@ def serve(
     finally:
         receiver.stop()
         analyzer.close()
+        if ui is not None:
+            ui.close()
         if dump is not None:
             dump.close()
         for sig, handler in previous.items():
