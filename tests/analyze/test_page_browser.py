@@ -96,7 +96,9 @@ def test_a_fresh_demo_run_writes_its_page(
             pytest.fail(f"CI=true but the demo cannot run: {reason}", pytrace=False)
         pytest.skip(reason)
     out = tmp_path / "run" / "timeline.html"
-    assert main(["demo", "--quiet", "--heartbeat", "1", "--html", str(out)]) == 0
+    from demo.cli import main as demo_main
+
+    assert demo_main(["--quiet", "--heartbeat", "1", "--html", str(out)]) == 0
     assert f"  page:    {out} (the timeline: open it in a browser)" in capsys.readouterr().out
     with tab() as t:
         t.page.goto(out.as_uri())
