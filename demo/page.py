@@ -1,5 +1,5 @@
 """The demo's timeline page: the run's spans, its analysis and what the run itself did, drawn
-by :mod:`otel_a2a.analyze.page` (``otel-a2a demo --html FILE``).
+by :mod:`otel_a2a.analyze.page` (``python -m demo --html FILE``).
 
 The orchestrator's spans reach the demo as the console exporter prints them; they are turned
 into one OTLP JSON export request, so that the page is made exactly as ``otel-a2a analyze
