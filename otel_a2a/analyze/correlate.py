@@ -14,7 +14,12 @@ A2A or not, of the trace).
 
 Findings are deduplicated per (task, reason, service pair). Memory is bounded: at most
 ``max_tasks`` tasks (least recently seen evicted first), ``max_beliefs`` beliefs per task (the
-oldest dropped), ``max_traces`` traces of ``max_spans`` parent links each.
+oldest dropped), ``max_pairs`` reported (reason, service pair) keys per task, ``max_traces``
+traces of ``max_spans`` parent links each. Output is bounded too: a task whose record of
+reported pairs is full reports no new pair (beliefs from ever-new services about one task would
+otherwise grow it and print a line per pair), and one span yields at most
+``max_span_findings`` findings. What these bounds drop is counted in
+``Stats.findings_dropped``.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class Stats:
     beliefs: int = 0
     errors: int = 0
     findings: int = 0
+    findings_dropped: int = 0
     tasks_evicted: int = 0
 
 
@@ -63,12 +69,16 @@ class Correlator:
         max_beliefs: int = 64,
         max_traces: int = 10_000,
         max_spans: int = 1_024,
+        max_pairs: int = 64,
+        max_span_findings: int = 16,
         grace: float = 1.0,
     ) -> None:
-        if min(max_tasks, max_beliefs, max_traces, max_spans) < 1 or grace < 0:
+        bounds = (max_tasks, max_beliefs, max_traces, max_spans, max_pairs, max_span_findings)
+        if min(bounds) < 1 or grace < 0:
             raise ValueError("bounds must be >= 1 and grace >= 0")
         self.max_tasks, self.max_beliefs = max_tasks, max_beliefs
         self.max_traces, self.max_spans = max_traces, max_spans
+        self.max_pairs, self.max_span_findings = max_pairs, max_span_findings
         self.grace_ns = int(grace * NANOS)
         self.stats = Stats()
         self._tasks: OrderedDict[str, _Task] = OrderedDict()
@@ -79,14 +89,23 @@ class Correlator:
         return len(self._tasks)
 
     def feed(self, batch: Batch) -> list[Finding]:
-        """Links first (a parent's chain is known when it arrives), then beliefs in order."""
+        """Links first (a parent's chain is known when it arrives), then beliefs in order;
+        at most ``max_span_findings`` findings from the beliefs of one span (a span's beliefs
+        are consecutive in a batch)."""
         self.stats.spans += batch.spans
         self.stats.errors += batch.errors
         for link in batch.links:
             self.link(link)
         findings: list[Finding] = []
+        span: tuple[str, str, str] | None = None
+        room = 0
         for belief in batch.beliefs:
-            findings.extend(self.add(belief))
+            key = (belief.service, belief.trace_id, belief.span_id)
+            if key != span:
+                span, room = key, self.max_span_findings
+            found = self.add(belief, limit=room)
+            room -= len(found)
+            findings.extend(found)
         return findings
 
     def link(self, link: SpanLink) -> None:
@@ -100,8 +119,11 @@ class Correlator:
         if len(spans) < self.max_spans:
             spans[link.span_id] = link.parent_span_id
 
-    def add(self, belief: Belief) -> list[Finding]:
-        """Record ``belief`` and return the new (not yet reported) findings it completes."""
+    def add(self, belief: Belief, limit: int | None = None) -> list[Finding]:
+        """Record ``belief`` and return the new (not yet reported) findings it completes, at
+        most ``limit`` (default ``max_span_findings``); the others are dropped and counted."""
+        if limit is None:
+            limit = self.max_span_findings
         record = self._tasks.get(belief.task_id)
         if record is None:
             record = self._tasks[belief.task_id] = _Task(deque(maxlen=self.max_beliefs))
@@ -122,6 +144,9 @@ class Correlator:
             lo, hi = sorted((first.service, second.service))
             key = (reason, lo, hi)
             if key in record.reported:
+                continue
+            if len(findings) >= limit or len(record.reported) >= self.max_pairs:
+                self.stats.findings_dropped += 1  # not recorded: a later belief may report it
                 continue
             record.reported.add(key)
             findings.append(Finding(reason, belief.task_id, first, second))

@@ -29,6 +29,8 @@ _log = logging.getLogger("otel_a2a.detector")
 _OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_UNKNOWN})
 JSON = "application/json"
 PROTOBUF = "application/x-protobuf"
+# ``error.type`` on ``a2a.instrumentation.errors`` of a finding the correlator's bounds dropped
+FINDING_DROPPED = "finding_dropped"
 
 
 class BadRequest(ValueError):
@@ -137,6 +139,11 @@ class LiveAnalyzer:
             unit="{divergence}",
             description="Divergent liveness decisions and observations, by reason",
         )
+        self._errors = self._provider.get_meter(sc.SCOPE, __version__).create_counter(
+            sc.M_ERRORS,
+            unit="{error}",
+            description="Internal failures of otel-a2a (contained)",
+        )
 
     def ingest(self, doc: dict[str, Any], *, report: bool = True) -> list[Finding]:
         """Analyse one export request (OTLP JSON form); never raises on its content. The
@@ -148,7 +155,9 @@ class LiveAnalyzer:
             if self._dump is not None:
                 self._dump.write(json.dumps(doc, separators=(",", ":")) + "\n")
                 self._dump.flush()
+            dropped = self.correlator.stats.findings_dropped
             findings = self.correlator.feed(batch)
+            self._count(FINDING_DROPPED, self.correlator.stats.findings_dropped - dropped)
             for finding in findings:
                 attrs = {sc.DIVERGENCE_REASON: finding.reason.value}
                 b = finding.b
@@ -161,6 +170,10 @@ class LiveAnalyzer:
         if report:
             self.report(findings)
         return findings
+
+    def _count(self, error_type: str, n: int) -> None:
+        if n:
+            self._errors.add(n, {sc.ERROR_TYPE: error_type})
 
     def report(self, findings: list[Finding]) -> None:
         """Hand findings to ``on_finding``, outside every lock: a stdout nobody reads blocks

@@ -505,7 +505,9 @@ def serve(
     stats = analyzer.correlator.stats
     print(
         f"otel-a2a detector: stopped after {analyzer.requests} requests, {stats.spans} spans, "
-        f"{stats.beliefs} task beliefs, {stats.findings} findings",
+        f"{stats.beliefs} task beliefs, {stats.findings} findings "
+        f"({stats.findings_dropped} more dropped by the bounds), {stats.tasks_evicted} tasks "
+        f"evicted, {stats.errors} malformed span(s) skipped",
         file=sys.stderr,
         flush=True,
     )
