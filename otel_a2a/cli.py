@@ -154,7 +154,6 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_detector(args: argparse.Namespace) -> int:
-    from otel_a2a.analyze import Correlator
     from otel_a2a.analyze.receiver import serve
 
     return serve(
@@ -163,10 +162,12 @@ def _run_detector(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         dump_path=args.dump,
         as_json=args.json,
+        max_memory_mb=args.max_memory_mb,
         max_body=args.max_body_bytes,
         body_timeout=args.body_timeout,
         backlog=args.backlog,
-        correlator=Correlator(max_tasks=args.max_tasks, grace=args.grace),
+        max_tasks=args.max_tasks,
+        grace=args.grace,
     )
 
 
@@ -191,10 +192,19 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--dump", metavar="FILE", help="append every request as an OTLP JSON line to FILE"
     )
     p.add_argument(
+        "--max-memory-mb",
+        type=_count,
+        default=256,
+        help="the detector's memory, whatever clients send, shared out between decoding a "
+        "body, bodies held, task records and parent links (default 256; minimum 64)",
+    )
+    p.add_argument(
         "--max-body-bytes",
         type=_count,
-        default=16 * 1024 * 1024,
-        help="largest accepted request body, after decompression (default 16 MiB)",
+        default=None,
+        help="largest accepted request body, after decompression (default: what the memory "
+        "budget allows, a body taking up to 96 times its size while decoded; 1.1 MiB at "
+        "256 MiB, at most 16 MiB)",
     )
     p.add_argument(
         "--body-timeout",

@@ -51,6 +51,7 @@ from http import HTTPStatus
 
 import h11
 
+from otel_a2a.analyze import budget
 from otel_a2a.analyze.correlate import Correlator
 from otel_a2a.analyze.live import (
     PROTOBUF,
@@ -340,6 +341,7 @@ class Receiver:
         port: int = 4318,
         *,
         max_body: int = DEFAULT_MAX_BODY,
+        bodies: int | None = None,
         busy_wait: float = DEFAULT_BUSY_WAIT,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         backlog: int = DEFAULT_BACKLOG,
@@ -348,7 +350,8 @@ class Receiver:
         self.max_body = max_body
         self.busy_wait = busy_wait  # seconds a request waits for room in the budget: then 503
         self.body_timeout = body_timeout
-        self.budget = ByteBudget(MAX_BODIES_IN_HAND * max_body)
+        # bytes of bodies held at once: at least one of the largest
+        self.budget = ByteBudget(max(max_body, bodies or MAX_BODIES_IN_HAND * max_body))
         self.closing = False
         family = socket.AF_INET6 if ":" in host else socket.AF_INET  # ``::1``, ``::``
         self._sock = socket.create_server(
@@ -434,10 +437,12 @@ def serve(
     metrics_port: int | None = None,
     dump_path: str | None = None,
     as_json: bool = False,
-    max_body: int = DEFAULT_MAX_BODY,
+    max_memory_mb: int = budget.DEFAULT_MAX_MEMORY_MB,
+    max_body: int | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     backlog: int = DEFAULT_BACKLOG,
-    correlator: Correlator | None = None,
+    max_tasks: int = 10_000,
+    grace: float = 1.0,
 ) -> int:
     """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command."""
     import signal
@@ -455,6 +460,11 @@ def serve(
         stop.set()
 
     try:
+        shares = budget.shares(max_memory_mb, max_body)
+    except ValueError as exc:
+        print(f"otel-a2a detector: {exc}", file=sys.stderr)
+        return 2
+    try:
         dump = open(dump_path, "a", encoding="utf-8") if dump_path else None  # noqa: SIM115
     except OSError as exc:
         print(f"otel-a2a detector: cannot open dump file: {exc}", file=sys.stderr)
@@ -462,15 +472,24 @@ def serve(
     analyzer: LiveAnalyzer | None = None
     receiver: Receiver | None = None
     try:
+        correlator = Correlator(
+            max_tasks=max_tasks, max_bytes=shares.tasks, max_link_bytes=shares.links, grace=grace
+        )
         analyzer = LiveAnalyzer(
-            correlator or Correlator(),
+            correlator,
             emit,
             dump=dump,
             metrics_port=metrics_port,
             metrics_host=host,
         )
         receiver = Receiver(
-            analyzer, host, port, max_body=max_body, body_timeout=body_timeout, backlog=backlog
+            analyzer,
+            host,
+            port,
+            max_body=shares.max_body,
+            bodies=shares.bodies,
+            body_timeout=body_timeout,
+            backlog=backlog,
         )
     except OSError as exc:
         print(f"otel-a2a detector: cannot listen: {exc}", file=sys.stderr)
@@ -490,6 +509,13 @@ def serve(
                 if analyzer.metrics_port
                 else ""
             ),
+            file=sys.stderr,
+            flush=True,
+        )
+        print(
+            f"otel-a2a detector: memory budget {max_memory_mb} MiB: bodies up to "
+            f"{shares.max_body} bytes, {shares.bodies} bytes of bodies held at once, "
+            f"{shares.tasks} bytes of task records, {shares.links} bytes of parent links",
             file=sys.stderr,
             flush=True,
         )
