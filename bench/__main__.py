@@ -41,6 +41,7 @@ def _ledger() -> list[Row]:
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
         bench_detector,
+        bench_detector_speed,
         bench_exit,
         bench_grpc,
         bench_incident,
@@ -64,6 +65,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("shared ledger", bench_shared_ledger.run),
         ("incident", bench_incident.run),
         ("detector", bench_detector.run),
+        ("detector speed", bench_detector_speed.run),
     ]
 
 

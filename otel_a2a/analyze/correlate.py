@@ -29,6 +29,7 @@ is counted in ``Stats.findings_dropped``.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -48,22 +49,14 @@ PAIR_BYTES = 120
 TRACE_BYTES = 300 + sys.getsizeof("0" * 32)
 LINK_BYTES = 40 + 2 * sys.getsizeof("0" * 16)
 _size = sys.getsizeof
+# a belief's strings: service, task_id, raw, span_name, span_id, trace_id, parent_span_id,
+# operation, agent_name
+_strings = operator.itemgetter(0, 1, 3, 7, 8, 9, 10, 11, 12)
 
 
 def belief_bytes(b: Belief) -> int:
     """What holding ``b`` costs (its strings counted whole, even where shared)."""
-    return (
-        BELIEF_BYTES
-        + _size(b.service)
-        + _size(b.task_id)
-        + _size(b.raw)
-        + _size(b.span_name)
-        + _size(b.span_id)
-        + _size(b.trace_id)
-        + _size(b.parent_span_id)
-        + _size(b.operation)
-        + _size(b.agent_name)
-    )
+    return BELIEF_BYTES + sum(map(_size, _strings(b)))
 
 
 def states_conflict(a: TaskState, b: TaskState) -> bool:
@@ -136,15 +129,19 @@ class Correlator:
         for link in batch.links:
             self.link(link)
         findings: list[Finding] = []
-        span: tuple[str, str, str] | None = None
+        span = None
         room = 0
         for belief in batch.beliefs:
-            key = (belief.service, belief.trace_id, belief.span_id)
-            if key != span:
-                span, room = key, self.max_span_findings
-            found = self.add(belief, limit=room)
-            room -= len(found)
-            findings.extend(found)
+            if span is None or (
+                belief.span_id != span.span_id
+                or belief.trace_id != span.trace_id
+                or belief.service != span.service
+            ):
+                span, room = belief, self.max_span_findings
+            found = self.add(belief, room)
+            if found:
+                room -= len(found)
+                findings.extend(found)
         return findings
 
     def link(self, link: SpanLink) -> None:
@@ -159,6 +156,11 @@ class Correlator:
         elif len(spans) < self.max_spans:
             spans[link.span_id] = link.parent_span_id
             self.link_held += LINK_BYTES
+        if self.link_held > self.max_link_bytes or len(self._parents) > self.max_traces:
+            self._evict_traces()
+
+    def _evict_traces(self) -> None:
+        """Least recently seen traces out while over a bound (never the one just seen)."""
         while len(self._parents) > 1 and (
             len(self._parents) > self.max_traces or self.link_held > self.max_link_bytes
         ):
@@ -178,12 +180,20 @@ class Correlator:
             self.held += size
         else:
             self._tasks.move_to_end(belief.task_id)
-        if any(_same(belief, seen) for seen in record.beliefs):
-            return []  # a re-exported span (retry) or the same file read twice
+        for seen in record.beliefs:
+            if (
+                seen.span_id == belief.span_id
+                and seen.start_ns == belief.start_ns
+                and seen.trace_id == belief.trace_id
+                and seen.raw == belief.raw
+                and seen.service == belief.service
+            ):
+                return []  # a re-exported span (retry) or the same file read twice
         before = record.size
         findings = self._record(record, belief, limit)
         self.held += record.size - before
-        self._evict()
+        if self.held > self.max_bytes or len(self._tasks) > self.max_tasks:
+            self._evict()
         return findings
 
     def _evict(self) -> None:
@@ -258,13 +268,3 @@ class Correlator:
                 return True
             current = spans.get(current, "")
         return False
-
-
-def _same(a: Belief, b: Belief) -> bool:
-    return (
-        a.span_id == b.span_id
-        and a.trace_id == b.trace_id
-        and a.start_ns == b.start_ns
-        and a.raw == b.raw
-        and a.service == b.service
-    )

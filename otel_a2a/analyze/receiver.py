@@ -425,8 +425,11 @@ class Receiver:
         """Inflate, decode and analyse one body, on the decoder thread; the report of its
         findings, submitted to the reporter thread here so that it happens whatever becomes
         of the request (the correlator reports a finding once)."""
-        doc = decode_body(inflate(body, self.max_body) if gzipped else body, kind)
-        found = self.analyzer.ingest(doc, report=False)
+        batch, doc = decode_body(
+            inflate(body, self.max_body) if gzipped else body, kind, as_json=self.analyzer.dumping
+        )
+        del body  # the decoded form is all that is needed now
+        found = self.analyzer.ingest(batch, doc, report=False)
         return self._reporter.submit(self.analyzer.report, found) if found else None
 
 
