@@ -418,6 +418,10 @@ class Receiver:
         self._connections[connection] = task
         try:
             await connection.run()
+        except asyncio.CancelledError:
+            # stopping: the connection is closed, its end is the task's end. Python 3.11's
+            # asyncio.start_server callback would log the cancellation as an error traceback
+            pass
         finally:
             del self._connections[connection]
 

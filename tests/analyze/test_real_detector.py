@@ -351,3 +351,23 @@ def test_a_body_limit_the_budget_cannot_hold_is_refused_at_start() -> None:
     )
     assert done.returncode == 2
     assert "--max-body-bytes 16777216 needs --max-memory-mb 3120 or more" in done.stderr
+
+
+def test_stopping_with_an_idle_keep_alive_connection_is_clean() -> None:
+    """An exporter's connection left open between exports is closed at stop without an error
+    traceback (Python 3.11's start_server logged the cancelled connection task as one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    argv = [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stderr is not None
+    match = re.search(r":(\d+)/v1/traces", proc.stderr.readline())
+    assert match
+    with httpx.Client(timeout=DEADLINE) as client:  # keep-alive: the connection stays open
+        url = f"http://127.0.0.1:{match.group(1)}/v1/traces"
+        assert client.post(url, json={"resourceSpans": []}).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 0
+    assert "Traceback" not in err and "stopped after 1 requests" in err, err
