@@ -49,9 +49,18 @@ PAIR_BYTES = 120
 TRACE_BYTES = 300 + sys.getsizeof("0" * 32)
 LINK_BYTES = 40 + 2 * sys.getsizeof("0" * 16)
 _size = sys.getsizeof
-# a belief's strings: service, task_id, raw, span_name, span_id, trace_id, parent_span_id,
-# operation, agent_name
-_strings = operator.itemgetter(0, 1, 3, 7, 8, 9, 10, 11, 12)
+_STRING_FIELDS = (
+    "service",
+    "task_id",
+    "raw",
+    "span_name",
+    "span_id",
+    "trace_id",
+    "parent_span_id",
+    "operation",
+    "agent_name",
+)
+_strings = operator.itemgetter(*(Belief._fields.index(name) for name in _STRING_FIELDS))
 
 
 def belief_bytes(b: Belief) -> int:

@@ -9,8 +9,9 @@ Nothing a client sends can stop the server or grow its memory without bound:
   size reaches the receiver as pieces of at most that size, each checked against
   ``max_body`` before the next read, and h11 refuses a request head over ``MAX_HEAD``;
 - a declared Content-Length over ``max_body`` is answered 413 before the body is read;
-- bodies held at once (received, or waiting for the decoder) are bounded by a byte budget of
-  ``MAX_BODIES_IN_HAND * max_body`` that counts bytes as they arrive, so a client announcing
+- bodies held at once (received, or waiting for the decoder) are bounded by a byte budget
+  (``bodies``: ``serve`` gives it the memory budget's share, :mod:`~otel_a2a.analyze.budget`;
+  else ``MAX_BODIES_IN_HAND * max_body``) that counts bytes as they arrive, so a client announcing
   a large body and trickling it holds only what it sent; a request that waits ``busy_wait``
   seconds for room is answered 503;
 - a request has ``body_timeout`` seconds from its first byte to arrive whole (head and body),
@@ -29,7 +30,7 @@ still need all of the above in the application (its ``limit_concurrency`` answer
 ``Retry-After`` and counts connections, not bytes; it has no deadline for a body).
 
 Inflating, decoding and analysing are CPU work and run on one decoder thread (one body at a
-time: a 16 MiB protobuf body takes about 0.5 GB while decoded), reporting findings on a
+time: a protobuf body takes up to 96 times its size while decoded), reporting findings on a
 reporter thread (a stdout nobody reads stalls the requests that found something, never the
 event loop or the analysis of other requests); a request is answered after its findings are
 reported. ``stop`` is graceful: the listener closes, idle connections are closed, requests in
