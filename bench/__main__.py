@@ -41,6 +41,7 @@ def _ledger() -> list[Row]:
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
         bench_detector,
+        bench_detector_speed,
         bench_e2e,
         bench_exit,
         bench_grpc,
@@ -66,6 +67,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("shared ledger", bench_shared_ledger.run),
         ("incident", bench_incident.run),
         ("detector", bench_detector.run),
+        ("detector speed", bench_detector_speed.run),
     ]
 
 

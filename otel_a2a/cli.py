@@ -120,28 +120,18 @@ def _add_correlation_options(p: argparse.ArgumentParser) -> None:
         help="seconds a superseded streamed state may linger at the next hop before it "
         "counts as a conflict (propagation delay; default 1)",
     )
-    from otel_a2a.analyze.correlate import DEFAULT_MEMORY_MB
-
-    p.add_argument(
-        "--max-memory-mb",
-        type=_count,
-        default=DEFAULT_MEMORY_MB,
-        help="memory the analysis may hold in all, in MiB: every bound (tasks, beliefs, "
-        f"parent links, traces) is its share of it (default {DEFAULT_MEMORY_MB})",
-    )
     p.add_argument(
         "--max-tasks",
         type=_count,
-        default=None,
-        help="tasks kept in memory, least recently seen evicted first (default: the share "
-        "of --max-memory-mb: 17,895 tasks at 256 MiB)",
+        default=10_000,
+        help="tasks kept in memory, least recently seen evicted first (default 10000)",
     )
 
 
 def _correlator(args: argparse.Namespace) -> Correlator:
     from otel_a2a.analyze.correlate import Correlator
 
-    return Correlator.within(args.max_memory_mb, max_tasks=args.max_tasks, grace=args.grace)
+    return Correlator(max_tasks=args.max_tasks, grace=args.grace)
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
@@ -212,10 +202,12 @@ def _run_detector(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         dump_path=args.dump,
         as_json=args.json,
+        max_memory_mb=args.max_memory_mb,
         max_body=args.max_body_bytes,
         body_timeout=args.body_timeout,
         backlog=args.backlog,
-        correlator=_correlator(args),
+        max_tasks=args.max_tasks,
+        grace=args.grace,
         ui_port=args.ui_port,
         ui_host=args.ui_host,
     )
@@ -251,10 +243,19 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--ui-host", default="127.0.0.1", help="the timeline page's address (default 127.0.0.1)"
     )
     p.add_argument(
+        "--max-memory-mb",
+        type=_count,
+        default=256,
+        help="the detector's memory, whatever clients send, shared out between decoding a "
+        "body, bodies held, task records and parent links (default 256; minimum 64)",
+    )
+    p.add_argument(
         "--max-body-bytes",
         type=_count,
-        default=16 * 1024 * 1024,
-        help="largest accepted request body, after decompression (default 16 MiB)",
+        default=None,
+        help="largest accepted request body, after decompression (default: what the memory "
+        "budget allows, a body taking up to 96 times its size while decoded; 1.1 MiB at "
+        "256 MiB, at most 16 MiB)",
     )
     p.add_argument(
         "--body-timeout",

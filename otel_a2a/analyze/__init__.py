@@ -153,7 +153,8 @@ def analyze_files(
     s = c.stats
     print(
         f"otel-a2a analyze: {s.spans} spans, {s.beliefs} task beliefs, {c.tasks} tasks, "
-        f"{len(findings)} findings, {s.errors} malformed line(s) or span(s) skipped",
+        f"{len(findings)} findings ({s.findings_dropped} more dropped by the bounds), "
+        f"{s.errors} malformed line(s) or span(s) skipped",
         file=err,
     )
     if unreadable:

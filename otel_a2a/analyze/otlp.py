@@ -15,8 +15,8 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from otel_a2a import semconv as sc
 from otel_a2a.analyze.model import Batch, Belief, SpanLink
@@ -130,37 +130,68 @@ def _state(attrs: Mapping[str, object]) -> tuple[TaskState, str] | None:
     return None
 
 
-def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
-    attrs = attributes(span.get("attributes"))
-    start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
-    if start is None:
-        raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
+# The attributes beliefs are read from: of a span (and of its resource, for the service)
+BELIEF_KEYS = frozenset(
+    {
+        sc.TASK_ID,
+        JAVA_TASK_ID,
+        sc.TASK_STATE_RAW,
+        sc.TASK_STATE,
+        JAVA_STATUS,
+        sc.AUTHORITATIVE,
+        sc.OPERATION,
+        sc.AGENT_NAME,
+        SERVICE_NAME,
+        SERVICE_INSTANCE_ID,
+    }
+)
+# A span with none of these (and no events) holds no belief: only its parent link is kept
+TASK_KEYS = frozenset({sc.TASK_ID, JAVA_TASK_ID})
+
+
+class Event(NamedTuple):
+    """A span event as beliefs need it: ``when`` None if unreadable."""
+
+    name: object
+    attrs: Mapping[str, object]
+    when: int | None
+
+
+def span_beliefs(
+    service: str,
+    attrs: Mapping[str, object],
+    start: int,
+    end: int | None,
+    name: str,
+    span_id: str,
+    trace_id: str,
+    parent_span_id: str,
+    span_events: Sequence[Event],
+) -> list[Belief]:
+    """The beliefs of one span, read from its attribute scalars (``attributes``' form) and
+    events, whichever form (OTLP JSON or protobuf) they were read from."""
     end = start if end is None or end < start else end
-    base = Belief(
-        service=service,
-        task_id="",
-        state=TaskState.UNKNOWN,
-        raw="",
-        authoritative=attrs.get(sc.AUTHORITATIVE) is True,
-        start_ns=start,
-        end_ns=end,
-        span_name=_text(span.get("name")),
-        span_id=normalize_id(span.get("spanId"), 8),
-        trace_id=normalize_id(span.get("traceId"), 16),
-        parent_span_id=normalize_id(span.get("parentSpanId"), 8),
-        operation=_text(attrs.get(sc.OPERATION)),
-        agent_name=_text(attrs.get(sc.AGENT_NAME)),
-    )
+    authoritative = attrs.get(sc.AUTHORITATIVE) is True
+    operation, agent_name = _text(attrs.get(sc.OPERATION)), _text(attrs.get(sc.AGENT_NAME))
+    task_id, state = _text(attrs.get(sc.TASK_ID) or attrs.get(JAVA_TASK_ID)), _state(attrs)
+    if not span_events:  # the common case: one belief or none
+        if not task_id or state is None:
+            return []
+        return [
+            Belief(
+                service, task_id, state[0], state[1], authoritative, start, end, name,
+                span_id, trace_id, parent_span_id, operation, agent_name,
+            )
+        ]  # fmt: skip
     beliefs: list[Belief] = []
     # stream spans: one belief per a2a.task.status event, until the next one for that task;
     # a2a.task.swapped names the other task a reply carried (the span keeps the one named)
     per_task: dict[str, list[tuple[int, TaskState, str]]] = {}
-    for event in _list(span.get("events")):
-        if not isinstance(event, Mapping) or event.get("name") not in _BELIEF_EVENTS:
+    for event in span_events:
+        if event.name not in _BELIEF_EVENTS:
             continue
-        event_attrs = attributes(event.get("attributes"))
-        event_task, reading = _text(event_attrs.get(sc.TASK_ID)), _state(event_attrs)
-        when = _nanos(event.get("timeUnixNano"))
+        event_task, reading = _text(event.attrs.get(sc.TASK_ID)), _state(event.attrs)
+        when = event.when
         if event_task and reading is not None and when is not None:
             per_task.setdefault(event_task, []).append((min(max(when, start), end), *reading))
     for event_task, events in per_task.items():
@@ -172,29 +203,55 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
             last = i == len(events) - 1
             until = end if last else events[i + 1][0]
             beliefs.append(
-                base._replace(
-                    task_id=event_task,
-                    state=event_state,
-                    raw=raw,
-                    start_ns=when,
-                    end_ns=until,
-                    superseded=not last,
+                Belief(
+                    service, event_task, event_state, raw, authoritative, when, until, name,
+                    span_id, trace_id, parent_span_id, operation, agent_name, not last,
                 )
-            )
-    task_id, state = _text(attrs.get(sc.TASK_ID) or attrs.get(JAVA_TASK_ID)), _state(attrs)
+            )  # fmt: skip
     if task_id and state is not None:
         seen = per_task.get(task_id)
         if not seen:
-            beliefs.append(base._replace(task_id=task_id, state=state[0], raw=state[1]))
+            at = start
         elif (seen[-1][1], seen[-1][2]) != state:
-            # the final state came in a frame that is not a status event (a Task): at the end
-            beliefs.append(
-                base._replace(task_id=task_id, state=state[0], raw=state[1], start_ns=end)
+            at = end  # the final state came in a frame that is not a status event (a Task)
+        else:
+            return beliefs
+        beliefs.append(
+            Belief(
+                service, task_id, state[0], state[1], authoritative, at, end, name, span_id,
+                trace_id, parent_span_id, operation, agent_name,
             )
+        )  # fmt: skip
     return beliefs
 
 
-def _service(resource_attrs: Mapping[str, Any]) -> str:
+def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
+    start = _nanos(span.get("startTimeUnixNano"))
+    if start is None:
+        raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
+    events = [
+        Event(
+            event.get("name"),
+            attributes(event.get("attributes")),
+            _nanos(event.get("timeUnixNano")),
+        )
+        for event in _list(span.get("events"))
+        if isinstance(event, Mapping)
+    ]
+    return span_beliefs(
+        service,
+        attributes(span.get("attributes")),
+        start,
+        _nanos(span.get("endTimeUnixNano")),
+        _text(span.get("name")),
+        normalize_id(span.get("spanId"), 8),
+        normalize_id(span.get("traceId"), 16),
+        normalize_id(span.get("parentSpanId"), 8),
+        events,
+    )
+
+
+def service_of(resource_attrs: Mapping[str, Any]) -> str:
     """The service a span's beliefs belong to: ``service.name``; for a process left at the
     SDK's default name (``unknown_service:python``), with its ``service.instance.id``
     (the SDK draws one per process), or every unnamed process would be one service and never
@@ -222,7 +279,7 @@ def parse_request(doc: object) -> Batch:
         resource_attrs = (
             attributes(resource.get("attributes")) if isinstance(resource, Mapping) else {}
         )
-        service = _service(resource_attrs)
+        service = service_of(resource_attrs)
         for scope_spans in _list(resource_spans.get("scopeSpans")):
             if not isinstance(scope_spans, Mapping):
                 errors += 1

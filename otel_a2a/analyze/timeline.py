@@ -27,8 +27,8 @@ from otel_a2a.analyze.otlp import (
     attributes,
     normalize_id,
     parse_request,
+    service_of,
 )
-from otel_a2a.analyze.otlp import _service as service_of
 from otel_a2a.detect.verdict import DivergenceReason
 from otel_a2a.protocol import Operation
 
