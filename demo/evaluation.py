@@ -170,7 +170,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
     if variant in RESTARTING:
         restart = result.restart_at
         after = [] if restart is None else result.decisions(after=restart)
-        expected = expected_after_restart(variant, cfg.worker)
+        expected = expected_after_restart(variant, cfg.worker, cfg.streaming)
         learned = _first_learned(result, restart or 0.0)
         if not after and not cfg.streaming and learned is not None:
             checks.append(
@@ -183,6 +183,17 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             )
         elif not after:
             checks.append(Check("first decision after the restart diverges", False, "no decision"))
+        elif not expected:
+            respelled = {"non_canonical_state"} if variant in RESPELLING else set()
+            raised = sorted({r for d in after for r in d.reasons} - respelled)
+            checks.append(
+                Check(
+                    "no decision after the restart diverges over it (the worker's answers)",
+                    not raised,
+                    f"{len(after)} decisions raised {raised or 'nothing'}: polled, the worker "
+                    "answers working, so only its own side can tell",
+                )
+            )
         else:
             first = after[0]
             reasons = list(first.reasons)
