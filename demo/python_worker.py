@@ -18,8 +18,8 @@ otel-a2a instruments it with ``A2AInstrumentor`` (``--spans FILE``: spans as OTL
 the analyzer's input, and log records as JSON lines in ``FILE.logs``), or by
 ``OTEL_A2A_ENABLED=true`` without ``--spans`` (as ``otel-a2a demo --worker python`` starts it).
 Its card carries the heartbeat extension through ``OTEL_A2A_SERVE_HEARTBEAT``: with ``--spans``
-set to ``--heartbeat`` unless given; under ``OTEL_A2A_ENABLED`` it is read at interpreter
-start, so the environment must give it.
+set to ``--heartbeat`` unless given; without, the worker touches no ``OTEL_*`` setting (the
+environment gives it, read at interpreter start under ``OTEL_A2A_ENABLED``).
 
 The executor follows the first word of the message text:
 
@@ -115,8 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service-name", default="a2a-python-worker")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("OTEL_A2A_SERVE_HEARTBEAT", f"{args.heartbeat:g}")
-    if args.spans is not None:
+    if args.spans is not None:  # otherwise the worker leaves OpenTelemetry to its environment
+        os.environ.setdefault("OTEL_A2A_SERVE_HEARTBEAT", f"{args.heartbeat:g}")
         from otel_a2a.instrumentation import A2AInstrumentor
 
         A2AInstrumentor().instrument(**_spans_to(args.spans, args.service_name))
