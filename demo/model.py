@@ -34,7 +34,7 @@ KEEPS_WORKING = frozenset({"python"})
 OBSERVED_WORKERS = frozenset({"python"})
 
 
-def expected_after_restart(variant: str, worker: str, streaming: bool = True) -> frozenset[str]:
+def expected_after_restart(variant: str, worker: str, streaming: bool) -> frozenset[str]:
     """What the first decision after the restart may raise with this worker behind: no
     ``terminal_state`` from a worker that never says the task ended, and nothing at all when
     the orchestrator polls it: its fresh answers say ``working``, so only the worker's own side

@@ -150,8 +150,7 @@ class _Run:
 
         prom_port = free_port()
         self.result.metrics_url = f"http://127.0.0.1:{prom_port}/metrics"
-        otlp = self.otlp
-        self.result.otlp_endpoint = otlp
+        otlp = self.result.otlp_endpoint = self.otlp
         env = child_env(
             {
                 "OTEL_A2A_ENABLED": "true",
