@@ -63,10 +63,9 @@ def _task_id(result: ScenarioResult) -> str:
 def _finding(result: ScenarioResult, task_id: str) -> Unfinished:
     """The restarted worker's one finding, about the orchestrator's task."""
     assert result.restart_at is not None
-    assert [(u.worker, u.task_id) for u in result.unfinished] == [("worker-2", task_id)], _report(
-        result
-    )
+    assert [u.task_id for u in result.unfinished] == [task_id], _report(result)
     (found,) = result.unfinished
+    assert found.worker != "worker-1"  # a start after the restart (worker-2, or a retry)
     assert (found.cause, found.state) == ("not_run_here", "TASK_STATE_WORKING")
     assert found.t >= result.restart_at
     return found
@@ -90,9 +89,8 @@ def test_restart_gives_the_callers_divergence_and_the_workers_finding(
     assert first.span_attributes["a2a.task.id"] == task_id
     assert "terminal_state" not in result.reasons()  # the worker never says the task ended
     assert result.stale_at is not None and result.stale_at > result.restart_at
-    # the worker's side: the restarted worker found the same task, before any decision
-    found = _finding(result, task_id)
-    assert found.t < first.t
+    # the worker's side: the restarted worker found the same task at its start-up
+    _finding(result, task_id)
     # and it was right: asked after the orchestrator's timeout, the worker still said working
     polls = [s for s in result.timeline if s.get("step") == "poll"]
     assert [(p["action"], p["belief"]) for p in polls] == [
