@@ -298,56 +298,56 @@ def _executor(jobs: Jobs, heartbeat: float, job_seconds: float) -> Any:
             task_id, context_id = context.task_id or "", context.context_id or ""
             updater = TaskUpdater(event_queue, task_id, context_id)
             said = context.get_user_input()
-            loop = asyncio.get_running_loop()
-            deadline = jobs.take_over(task_id)
-            if deadline is not None:  # a follow-up to the running job: noted, the job goes on
-                await updater.update_status(
-                    TaskState.TASK_STATE_WORKING, text(f"noted: {said[:80]}", task_id, context_id)
-                )
-                await self._work(updater, task_id, context_id, deadline)
-                return
-            if context.current_task is None:
-                await event_queue.enqueue_event(
-                    Task(
-                        id=task_id,
-                        context_id=context_id,
-                        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                    )
-                )
             words = said.split()
             word = words[0].lower() if words else ""
-            await updater.start_work()
-            if word == "raise":
-                raise ExecutorRaised("the executor raised, as asked")
-            if word == "vanish":
-                return
             seconds = 0.0 if word == "echo" else job_seconds
             if word == "job" and len(words) > 1:
                 with contextlib.suppress(ValueError):
                     seconds = float(words[1])
-            await self._work(updater, task_id, context_id, loop.time() + seconds)
-
-        async def _work(
-            self, updater: TaskUpdater, task_id: str, context_id: str, deadline: float
-        ) -> None:
-            """A working update every heartbeat/2 s until ``deadline``, then completed; returns
-            early, the task working, when a follow-up takes the job over."""
-            loop = asyncio.get_running_loop()
+            taken = jobs.take_over(task_id)
+            deadline = asyncio.get_running_loop().time() + seconds if taken is None else taken
+            # registered before the task is stored: no follow-up can name it before that
             released = jobs.run(task_id, deadline)
             handed_over = False
             try:
-                while loop.time() < deadline:
-                    step = min(heartbeat / 2, deadline - loop.time())
-                    await asyncio.wait([released], timeout=step)
-                    if released.done():
-                        handed_over = True
+                if taken is not None:  # a follow-up to the running job: noted, the job goes on
+                    noted = text(f"noted: {said[:80]}", task_id, context_id)
+                    await updater.update_status(TaskState.TASK_STATE_WORKING, noted)
+                else:
+                    if context.current_task is None:
+                        await event_queue.enqueue_event(
+                            Task(
+                                id=task_id,
+                                context_id=context_id,
+                                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                            )
+                        )
+                    await updater.start_work()
+                    if word == "raise":
+                        raise ExecutorRaised("the executor raised, as asked")
+                    if word == "vanish":
                         return
-                    if loop.time() < deadline:
-                        await updater.update_status(TaskState.TASK_STATE_WORKING)
+                handed_over = await self._work(updater, deadline, released)
             finally:
                 jobs.end(task_id, handed_over=handed_over)
-            await updater.add_artifact([Part(text="job done")], name="result")
-            await updater.complete(text("done", task_id, context_id))
+            if not handed_over:
+                await updater.add_artifact([Part(text="job done")], name="result")
+                await updater.complete(text("done", task_id, context_id))
+
+        async def _work(
+            self, updater: TaskUpdater, deadline: float, released: asyncio.Future[None]
+        ) -> bool:
+            """A working update every heartbeat/2 s until ``deadline``; True when a follow-up
+            took the job over first (the task left working for it)."""
+            loop = asyncio.get_running_loop()
+            while loop.time() < deadline:
+                step = min(heartbeat / 2, deadline - loop.time())
+                await asyncio.wait([released], timeout=step)
+                if released.done():
+                    return True
+                if loop.time() < deadline:
+                    await updater.update_status(TaskState.TASK_STATE_WORKING)
+            return False
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
