@@ -19,7 +19,8 @@ from demo.model import (
 )
 
 DESCRIPTION = (
-    "Start a worker (Node @a2a-js/sdk, or the A2A Java SDK with --worker jvm; durable file "
+    "Start a worker (Node @a2a-js/sdk, the A2A Java SDK with --worker jvm, or a2a-sdk in "
+    "Python with --worker python, itself instrumented by OTEL_A2A_ENABLED=true; durable "
     "task store), a gateway (Python, or Go on a2a-go with --gateway go) and a "
     "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
     "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
@@ -70,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--worker",
         choices=WORKER_NAMES,
         default="node",
-        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it)",
+        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it); "
+        "python: a2a-sdk with a SQLite task store, instrumented by OTEL_A2A_ENABLED=true: "
+        "it reports the task it brings back unfinished after a restart",
     )
     p.add_argument(
         "--streaming",

@@ -16,13 +16,19 @@ not fail what it finds in flight after a restart: a2a-sdk keeps such a task as i
 
 otel-a2a instruments it with ``A2AInstrumentor`` (``--spans FILE``: spans as OTLP JSON lines,
 the analyzer's input, and log records as JSON lines in ``FILE.logs``), or by
-``OTEL_A2A_ENABLED=true`` without ``--spans``. Its card carries the heartbeat extension through
-``OTEL_A2A_SERVE_HEARTBEAT``, set to ``--heartbeat`` unless given.
+``OTEL_A2A_ENABLED=true`` without ``--spans`` (as ``otel-a2a demo --worker python`` starts it).
+Its card carries the heartbeat extension through ``OTEL_A2A_SERVE_HEARTBEAT``: with ``--spans``
+set to ``--heartbeat`` unless given; without, the worker touches no ``OTEL_*`` setting (the
+environment gives it, read at interpreter start under ``OTEL_A2A_ENABLED``).
 
 The executor follows the first word of the message text:
 
 - ``job [N]`` (and any other text): submitted, working, a working update every heartbeat/2 s,
-  completed with an artifact after ``N`` or ``--job-seconds`` s; canceled by CancelTask;
+  completed with an artifact after ``N`` or ``--job-seconds`` s; canceled by CancelTask. A
+  follow-up message to the running job is noted (a working update) and the job goes on; since
+  a2a-sdk runs one task's requests one after the other, the job's execution hands the job over
+  to the follow-up's (see :class:`Jobs`): the first request's stream ends there, the task
+  still working;
 - ``echo ...``: submitted, working, completed at once;
 - ``raise``: submitted, working, then the executor raises (a2a-sdk fails the task);
 - ``vanish``: submitted, working, then the executor returns without a final state.
@@ -109,8 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service-name", default="a2a-python-worker")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("OTEL_A2A_SERVE_HEARTBEAT", f"{args.heartbeat:g}")
-    if args.spans is not None:
+    if args.spans is not None:  # otherwise the worker leaves OpenTelemetry to its environment
+        os.environ.setdefault("OTEL_A2A_SERVE_HEARTBEAT", f"{args.heartbeat:g}")
         from otel_a2a.instrumentation import A2AInstrumentor
 
         A2AInstrumentor().instrument(**_spans_to(args.spans, args.service_name))
@@ -150,10 +156,12 @@ async def _serve(args: argparse.Namespace, database: Path, sock: Any, base_url: 
     store = DatabaseTaskStore(engine)
     await store.initialize()
     card = _card(base_url, args.card_version)
+    jobs = Jobs()
     handler = DefaultRequestHandler(
-        agent_executor=_executor(args.heartbeat, args.job_seconds),
+        agent_executor=_executor(jobs, args.heartbeat, args.job_seconds),
         task_store=store,
         agent_card=card,
+        request_context_builder=_context_builder(jobs),
     )
     app = Starlette(
         routes=[
@@ -193,11 +201,84 @@ def _card(base_url: str, version: str) -> Any:
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
-        skills=[AgentSkill(id="job", name="Long job", description="job / echo / raise / vanish")],
+        skills=[
+            AgentSkill(
+                id="job",
+                name="Long job",
+                description="job / echo / raise / vanish",
+                tags=["demo"],
+            )
+        ],
     )
 
 
-def _executor(heartbeat: float, job_seconds: float) -> Any:
+class Jobs:
+    """The jobs running here, by task: what a follow-up message hands over.
+
+    a2a-sdk runs the requests of one task one after the other: a follow-up to a running job
+    would wait for the whole job. So a follow-up releases the job's execution, which returns
+    with the task still working (its stream ends there), and the follow-up's execution takes
+    the job over until its deadline, as the Node and JVM workers go on with theirs.
+    """
+
+    def __init__(self) -> None:
+        self._released: dict[str, asyncio.Future[None]] = {}
+        self._deadlines: dict[str, float] = {}
+
+    def run(self, task_id: str, deadline: float) -> asyncio.Future[None]:
+        """The job of ``task_id`` runs until ``deadline`` (loop time): the future that a
+        follow-up sets."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._released[task_id], self._deadlines[task_id] = future, deadline
+        return future
+
+    def release(self, task_id: str) -> None:
+        """A message for ``task_id`` arrived: its running job's execution hands it over."""
+        future = self._released.get(task_id)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def end(self, task_id: str, *, handed_over: bool) -> None:
+        """The job's execution returns: the deadline stays for the next one if handed over."""
+        self._released.pop(task_id, None)
+        if not handed_over:
+            self._deadlines.pop(task_id, None)
+
+    def take_over(self, task_id: str) -> float | None:
+        """The deadline of the job this execution takes over, or None."""
+        return self._deadlines.pop(task_id, None)
+
+
+def _context_builder(jobs: Jobs) -> Any:
+    from a2a.server.agent_execution import RequestContext
+    from a2a.server.agent_execution.simple_request_context_builder import (
+        SimpleRequestContextBuilder,
+    )
+    from a2a.server.context import ServerCallContext
+    from a2a.types import SendMessageRequest, Task
+
+    class FollowUpReleases(SimpleRequestContextBuilder):
+        """Releases the running job of the task a message names: the builder is the one hook
+        of a2a-sdk that sees every message before it waits for the task's running request."""
+
+        async def build(
+            self,
+            context: ServerCallContext,
+            params: SendMessageRequest | None = None,
+            task_id: str | None = None,
+            context_id: str | None = None,
+            task: Task | None = None,
+        ) -> RequestContext:
+            if task_id:
+                jobs.release(task_id)
+            return await super().build(
+                context=context, params=params, task_id=task_id, context_id=context_id, task=task
+            )
+
+    return FollowUpReleases()
+
+
+def _executor(jobs: Jobs, heartbeat: float, job_seconds: float) -> Any:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.tasks import TaskUpdater
@@ -215,34 +296,58 @@ def _executor(heartbeat: float, job_seconds: float) -> Any:
     class JobExecutor(AgentExecutor):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             task_id, context_id = context.task_id or "", context.context_id or ""
-            if context.current_task is None:
-                await event_queue.enqueue_event(
-                    Task(
-                        id=task_id,
-                        context_id=context_id,
-                        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                    )
-                )
             updater = TaskUpdater(event_queue, task_id, context_id)
-            words = context.get_user_input().split()
+            said = context.get_user_input()
+            words = said.split()
             word = words[0].lower() if words else ""
-            await updater.start_work()
-            if word == "raise":
-                raise ExecutorRaised("the executor raised, as asked")
-            if word == "vanish":
-                return
             seconds = 0.0 if word == "echo" else job_seconds
             if word == "job" and len(words) > 1:
                 with contextlib.suppress(ValueError):
                     seconds = float(words[1])
+            taken = jobs.take_over(task_id)
+            deadline = asyncio.get_running_loop().time() + seconds if taken is None else taken
+            # registered before the task is stored: no follow-up can name it before that
+            released = jobs.run(task_id, deadline)
+            handed_over = False
+            try:
+                if taken is not None:  # a follow-up to the running job: noted, the job goes on
+                    noted = text(f"noted: {said[:80]}", task_id, context_id)
+                    await updater.update_status(TaskState.TASK_STATE_WORKING, noted)
+                else:
+                    if context.current_task is None:
+                        await event_queue.enqueue_event(
+                            Task(
+                                id=task_id,
+                                context_id=context_id,
+                                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                            )
+                        )
+                    await updater.start_work()
+                    if word == "raise":
+                        raise ExecutorRaised("the executor raised, as asked")
+                    if word == "vanish":
+                        return
+                handed_over = await self._work(updater, deadline, released)
+            finally:
+                jobs.end(task_id, handed_over=handed_over)
+            if not handed_over:
+                await updater.add_artifact([Part(text="job done")], name="result")
+                await updater.complete(text("done", task_id, context_id))
+
+        async def _work(
+            self, updater: TaskUpdater, deadline: float, released: asyncio.Future[None]
+        ) -> bool:
+            """A working update every heartbeat/2 s until ``deadline``; True when a follow-up
+            took the job over first (the task left working for it)."""
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + seconds
             while loop.time() < deadline:
-                await asyncio.sleep(min(heartbeat / 2, deadline - loop.time()))
+                step = min(heartbeat / 2, deadline - loop.time())
+                await asyncio.wait([released], timeout=step)
+                if released.done():
+                    return True
                 if loop.time() < deadline:
                     await updater.update_status(TaskState.TASK_STATE_WORKING)
-            await updater.add_artifact([Part(text="job done")], name="result")
-            await updater.complete(text("done", task_id, context_id))
+            return False
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
