@@ -56,7 +56,7 @@ class Bounded(OrderedDict[str, Any]):
             self.popitem(last=False)
 
 
-class TrackedExecutor(wrapt.ObjectProxy[Any]):
+class TrackedExecutor(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1 has no ObjectProxy[...]
     """The application's ``AgentExecutor``, unchanged, telling its watch which tasks have an
     execution running (the only thing a2a-sdk does not say through a public API)."""
 
