@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
@@ -478,14 +479,24 @@ func TestNonCanonicalState(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := res.(*a2a.Task)
-	got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
-	if err != nil {
-		t.Fatal(err)
+	// the reply may leave before the executor stores its odd state: ask until it has, with
+	// a deadline (the peer answers at once; this waits on its executor, not on time)
+	var got *a2a.Task
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State != a2a.TaskStateSubmitted || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if got.Status.State != "input-required" {
 		t.Fatalf("the peer stored %q", got.Status.State)
 	}
-	a := attrs(h.spans.Ended()[1])
+	ended := h.spans.Ended()
+	a := attrs(ended[len(ended)-1]) // the GetTask that read the odd state
 	if a["a2a.task.state"].AsString() != "TASK_STATE_INPUT_REQUIRED" ||
 		a["otel_a2a.task.state.raw"].AsString() != "input-required" {
 		t.Errorf("attributes %v", a)
