@@ -347,7 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     slow_timeout = min(max(float(args.slow_timeout), 0.1), 30.0)
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, as uvicorn's own listening sockets have (getaddrinfo gives it): asyncio sets
+    # TCP_NODELAY on the connections of such a socket only, else each response waits ~40 ms
+    # for a delayed ACK between its header and body segments
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", int(args.port)))
     port = sock.getsockname()[1]
