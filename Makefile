@@ -4,7 +4,7 @@ VENV     := .venv
 BIN      := $(VENV)/bin
 NODE_DIR := demo/node
 
-.PHONY: all setup tools go-gateway jvm test lint bench demo stack clean
+.PHONY: all setup tools go-gateway go-test jvm test matrix upgrade lint bench demo screenshot stack clean
 
 all: test
 
@@ -12,9 +12,16 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.stamp-py: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev]'
+# Installed from the committed lock, so that a new upstream release cannot change a fresh run;
+# `make upgrade` refreshes it (requirements/lock.py).
+$(VENV)/.stamp-py: $(BIN)/python pyproject.toml requirements/lock.txt
+	$(BIN)/pip install -q -c requirements/lock.txt -e '.[dev]'
 	touch $@
+
+upgrade: $(BIN)/python
+	$(BIN)/python requirements/lock.py
+	$(BIN)/pip install -q -c requirements/lock.txt -e '.[dev]'
+	touch $(VENV)/.stamp-py
 
 # Node >= 20 (the @a2a-js/sdk peer) is a prerequisite, like Python 3.11: Debian 12 ships 18.
 $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
@@ -30,6 +37,16 @@ $(NODE_DIR)/node_modules/.stamp: $(NODE_DIR)/package.json $(NODE_DIR)/package-lo
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q \
 	    --no-install-recommends prometheus prometheus-alertmanager; \
+	fi
+	touch $@
+
+# Chromium from Debian for the page's browser tests and `make screenshot`: Playwright (the dev
+# extra) drives this one and downloads no browser of its own.
+.stamp-chromium:
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q \
+	    --no-install-recommends chromium; \
 	fi
 	touch $@
 
@@ -66,9 +83,22 @@ $(TOOLS)/bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	mkdir -p $(TOOLS)/bin
 	cd tools/jaeger && go build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
 
-# The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own): only for
-# `otel-a2a demo --gateway go` and the tests; the default demo needs no Go.
-GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum
+# otel-a2a's Go interceptor for a2a-go clients (go/otela2a, a module of its own): its go tests
+# run again only when its sources change (the stamp).
+OTELA2A_SRC := $(wildcard go/otela2a/*.go) go/otela2a/go.mod go/otela2a/go.sum
+$(TOOLS)/.stamp-go-test: $(OTELA2A_SRC)
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed for the Go interceptor's tests" >&2; exit 1; }
+	mkdir -p $(TOOLS)
+	cd go/otela2a && go test ./...
+	touch $@
+
+go-test: $(TOOLS)/.stamp-go-test
+
+# The demo's Go gateway on a2a-go (demo/go/gateway, a module of its own, which uses go/otela2a
+# through a replace directive): only for `python -m demo --gateway go` and the tests; the
+# default demo needs no Go.
+GO_GATEWAY_SRC := $(wildcard demo/go/gateway/*.go) demo/go/gateway/go.mod demo/go/gateway/go.sum \
+                  $(filter-out %_test.go,$(OTELA2A_SRC))
 $(TOOLS)/bin/a2a-go-gateway: $(GO_GATEWAY_SRC)
 	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to build the tools" >&2; exit 1; }
 	mkdir -p $(TOOLS)/bin
@@ -93,13 +123,23 @@ jvm: $(JVM_JAR)
 
 setup: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-apt
 
-test: setup tools jvm
+test: setup .stamp-chromium tools jvm go-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The unit suite on the oldest supported releases and on wrapt 1, each in a fresh venv
+# (requirements/matrix/); CI runs it after `make test`.
+matrix:
+	PY=$(PY) bash .ci/matrix
 
 lint: $(VENV)/.stamp-py
 	$(BIN)/ruff check otel_a2a demo tests bench collector-config deploy
 	$(BIN)/ruff format --check otel_a2a demo tests bench collector-config deploy
 	$(BIN)/mypy --strict otel_a2a demo
+	@command -v go >/dev/null || { echo "make: Go >= 1.26 is needed to lint the Go modules" >&2; exit 1; }
+	@unformatted=$$(gofmt -l go/otela2a demo/go/gateway); \
+	  [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted" >&2; exit 1; }
+	cd go/otela2a && go vet ./...
+	cd demo/go/gateway && go vet ./...
 
 bench: setup .stamp-valgrind
 	$(BIN)/python -m bench
@@ -108,8 +148,14 @@ bench: setup .stamp-valgrind
 stack: $(VENV)/.stamp-py .stamp-apt tools
 	$(BIN)/python deploy/local/stack.py
 
+DEMO_PAGE := build/demo-timeline.html
+
 demo: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp
-	$(BIN)/otel-a2a demo
+	$(BIN)/python -m demo --html $(DEMO_PAGE)
+
+# The README's picture of the timeline page, from a fresh restart run of the demo.
+screenshot: $(VENV)/.stamp-py $(NODE_DIR)/node_modules/.stamp .stamp-chromium
+	$(BIN)/python -m demo.screenshot --png docs/timeline.png
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind $(TOOLS)
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .stamp-apt .stamp-valgrind .stamp-chromium $(TOOLS)

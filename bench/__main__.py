@@ -41,6 +41,8 @@ def _ledger() -> list[Row]:
 def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
     from bench import (
         bench_detector,
+        bench_detector_speed,
+        bench_e2e,
         bench_exit,
         bench_grpc,
         bench_incident,
@@ -57,6 +59,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("overhead", bench_overhead.run),
         ("instructions", bench_instructions.run),
         ("grpc", bench_grpc.run),
+        ("e2e", bench_e2e.run),
         ("large body", bench_large_body.run),
         ("startup", bench_startup.run),
         ("exit", bench_exit.run),
@@ -64,6 +67,7 @@ def _suites() -> list[tuple[str, Callable[[], list[Row]]]]:
         ("shared ledger", bench_shared_ledger.run),
         ("incident", bench_incident.run),
         ("detector", bench_detector.run),
+        ("detector speed", bench_detector_speed.run),
     ]
 
 

@@ -5,7 +5,7 @@ The seeded incident asks that ``otel_a2a.task.stale`` rise within one heartbeat 
 orchestrator's first decision after the restart diverge, long before the uninstrumented
 baseline learns anything at its own timeout. The end-to-end tests check *that* these happen;
 how soon is a wall-clock figure, so it lives here. Each run is the ``restart`` variant of
-``otel-a2a demo`` at the scaled timings of the tests (heartbeat 1 s, metric export every 1 s,
+``python -m demo`` at the scaled timings of the tests (heartbeat 1 s, metric export every 1 s,
 the stale gauge scraped every 0.2 s); the figures are the medians over ``RUNS`` runs.
 
 Needs Node >= 20 and the peer's packages (``make setup``); without them the row says so.

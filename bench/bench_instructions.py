@@ -11,7 +11,8 @@ and come once every 1,500 to 3,000 requests here; a window of a few hundred requ
 catches one, which then adds 30,000 to 50,000 instructions to each of its requests, or none.
 ``REQUESTS`` is long enough for each configuration to pay its share.
 
-Target: otel-a2a's increment (c - b) at most 45 % of the httpx instrumentation's (b - a).
+Target: otel-a2a's increment (c - b) at most 50 % of the httpx instrumentation's (b - a),
+through public APIs only (issue 30).
 
 Each configuration of ``bench_overhead`` ((a) bare httpx, (b) + httpx instrumentation + SDK,
 (c) (b) + otel_a2a) runs in its own interpreter under callgrind twice, with ``WARMUP`` requests
@@ -23,8 +24,8 @@ A fourth run, *floor*, starts and ends one SDK span per request carrying exactly
 kind and attributes of the span otel-a2a makes for that ``GetTask`` (taken from a real
 request), under both span processors, all attributes given at start (the cheapest way the API
 offers). No implementation of the span contract (docs/semantic-conventions.md) through the
-SDK's API can cost less than this; otel-a2a's own span costs less, as it writes its attributes
-past the SDK's per-value cleaning where nothing can tell (``instrumentation/own_spans.py``).
+SDK's API can cost less than this (otel-a2a gives the attributes learnt from the response in
+a second ``set_attributes``, as the API asks, which costs a little more).
 *floor-bare* is the same span under the ``BatchSpanProcessor`` alone (the SDK's part), and
 *wire* classifies the request and extracts the response's task facts (the protocol layer's
 part, no OpenTelemetry): together they bound from below what any implementation that reads
@@ -46,7 +47,7 @@ from bench import Row, check, instructions_per_call
 
 WARMUP = 200
 REQUESTS = 3000
-TARGET_PCT = 45.0  # otel-a2a's increment as a share of the httpx instrumentation's
+TARGET_PCT = 50.0  # otel-a2a's increment as a share of the httpx instrumentation's
 CONFIGS = ("a", "b", "c", "floor", "floor-bare", "wire", "b-other", "c-other")
 
 
@@ -128,10 +129,11 @@ def _wire(body: bytes, content: bytes, requests: int) -> None:
     import httpx
 
     from bench._payload import PATH, REQUEST_HEADERS
-    from otel_a2a.instrumentation.httpx_client import _REQUEST_HEADERS, _headers_raw
+    from otel_a2a.instrumentation.httpx_client import REQUEST_HEADERS as WANTED
+    from otel_a2a.instrumentation.httpx_client import read_headers
     from otel_a2a.protocol import classify_request, extract_response
 
-    headers = _headers_raw(httpx.Headers(REQUEST_HEADERS), _REQUEST_HEADERS)
+    headers = read_headers(httpx.Headers(REQUEST_HEADERS), WANTED)
     for _ in range(requests):
         request = classify_request("POST", PATH, headers, content)
         if request is None or not extract_response(request, 200, body).reports:

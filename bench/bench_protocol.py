@@ -14,7 +14,8 @@ import httpx
 
 from bench import Row, check, median
 from bench._payload import PATH, REQUEST_HEADERS, STATE, get_task_response, request_body
-from otel_a2a.instrumentation.httpx_client import _REQUEST_HEADERS, _headers_raw
+from otel_a2a.instrumentation.httpx_client import REQUEST_HEADERS as WANTED
+from otel_a2a.instrumentation.httpx_client import read_headers
 from otel_a2a.protocol import classify_request, extract_response
 
 SIZE = 2048
@@ -33,7 +34,7 @@ def run() -> list[Row]:
     req = request_body()
     # what the instrumentation passes: the two headers classification reads, picked out of
     # the request's httpx.Headers in one pass
-    headers = _headers_raw(httpx.Headers(REQUEST_HEADERS), _REQUEST_HEADERS)
+    headers = read_headers(httpx.Headers(REQUEST_HEADERS), WANTED)
 
     a2a = classify_request("POST", PATH, headers, req)
     assert a2a is not None, "GetTask request not classified"

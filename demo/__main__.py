@@ -1,10 +1,10 @@
-"""``python -m demo [options]`` from the repository root: the same as ``otel-a2a demo``."""
+"""``python -m demo [options]`` from the repository root (``make demo``)."""
 
 from __future__ import annotations
 
 import sys
 
-from otel_a2a.cli import main
+from demo.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["demo", *sys.argv[1:]]))
+    sys.exit(main())

@@ -1,11 +1,12 @@
-"""The ``otel-a2a demo`` verb's options and handler: ``otel_a2a.cli`` adds them to its parser
-when it runs from a source tree that has this folder."""
+"""``python -m demo``: the seeded incident's options and handler (run from the source tree; the
+installed ``otel-a2a`` command only points here)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 
 from demo.model import (
     BINDINGS,
@@ -18,7 +19,8 @@ from demo.model import (
 )
 
 DESCRIPTION = (
-    "Start a worker (Node @a2a-js/sdk, or the A2A Java SDK with --worker jvm; durable file "
+    "Start a worker (Node @a2a-js/sdk, the A2A Java SDK with --worker jvm, or a2a-sdk in "
+    "Python with --worker python, itself instrumented by OTEL_A2A_ENABLED=true; durable "
     "task store), a gateway (Python, or Go on a2a-go with --gateway go) and a "
     "Python a2a-sdk orchestrator instrumented only by OTEL_A2A_ENABLED=true, play the "
     "chosen fault, and print the timeline, the summary and the checks. Exit code 0 when "
@@ -27,9 +29,22 @@ DESCRIPTION = (
 )
 
 
-def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> None:
-    """The verb's options; ``seconds`` parses a number of seconds > 0 (the CLI's own type)."""
-    p.description = DESCRIPTION
+PROG = "python -m demo"
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds > 0, else a one-line usage error (never ``inf``/``nan``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of seconds > 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
     p.add_argument(
         "--variant",
         choices=VARIANTS,
@@ -56,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
         "--worker",
         choices=WORKER_NAMES,
         default="node",
-        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it)",
+        help="node: @a2a-js/sdk (default); jvm: the A2A Java SDK (`make jvm` builds it); "
+        "python: a2a-sdk with a SQLite task store, instrumented by OTEL_A2A_ENABLED=true: "
+        "it reports the task it brings back unfinished after a restart",
     )
     p.add_argument(
         "--streaming",
@@ -71,21 +88,26 @@ def add_arguments(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -
     )
     p.add_argument(
         "--heartbeat",
-        type=seconds,
+        type=_seconds,
         default=1.5,
         help="scaled-down heartbeat in seconds (default 1.5; decisions every 2 heartbeats)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
+    p.add_argument(
+        "--html", metavar="FILE", help="write the run's timeline page to FILE and say where"
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the report")
+    return p
 
 
-def run(args: argparse.Namespace) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     reason = not_applicable(args.variant, args.binding, args.gateway)
     if reason is not None:
-        print(f"otel-a2a demo: error: {reason}", file=sys.stderr)
+        print(f"{PROG}: error: {reason}", file=sys.stderr)
         return 2
-    # imported when the verb runs, so that other verbs do not pay for the run's imports
-    from demo.scenario import main
+    # imported once the options are known good, so that --help and a refusal stay quick
+    from demo.scenario import main as play
 
     timings = Timings.real() if args.real_timings else Timings.scaled(args.heartbeat)
     config = ScenarioConfig(
@@ -97,4 +119,8 @@ def run(args: argparse.Namespace) -> int:
         gateway=args.gateway,
         worker=args.worker,
     )
-    return main(config, quiet=args.quiet)
+    try:
+        return play(config, quiet=args.quiet, html=args.html)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

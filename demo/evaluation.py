@@ -12,13 +12,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from demo.model import (
-    EXPECTED_AFTER_RESTART,
+    OBSERVED_WORKERS,
     RESPELLING,
     RESTARTING,
     Check,
     Divergence,
     ScenarioResult,
+    Unfinished,
+    expected_after_restart,
 )
+from otel_a2a import semconv as sc
 from otel_a2a.protocol import parse_timestamp
 
 
@@ -81,6 +84,59 @@ def divergences(spans: Sequence[Mapping[str, Any]]) -> list[Divergence]:
     return found
 
 
+def unfinished(spans: Sequence[Mapping[str, Any]], worker: str) -> list[Unfinished]:
+    """The ``otel_a2a.task.unfinished`` findings among a worker's console spans."""
+    found: list[Unfinished] = []
+    for span in spans:
+        if span.get("name") != sc.EVENT_TASK_UNFINISHED:
+            continue
+        attrs = span.get("attributes") or {}
+        found.append(
+            Unfinished(
+                t=parse_timestamp(span.get("start_time")) or 0.0,
+                worker=worker,
+                task_id=str(attrs.get(sc.TASK_ID, "")),
+                state=str(attrs.get(sc.TASK_STATE, "")),
+                cause=str(attrs.get(sc.UNFINISHED_CAUSE, "")),
+            )
+        )
+    return found
+
+
+def _task_id(result: ScenarioResult) -> str:
+    """The orchestrator's task, as its timeline names it."""
+    return next((str(s["task_id"]) for s in result.timeline if s.get("task_id")), "")
+
+
+def _worker_checks(result: ScenarioResult) -> list[Check]:
+    """What otel-a2a on an instrumented worker must have found: the task in flight at the
+    restart, brought back from the same store with nothing running it, and nothing else."""
+    variant = result.config.variant
+    task_id = _task_id(result)
+    seen = [f"{u.worker}: {u.task_id} {u.state} ({u.cause})" for u in result.unfinished]
+    if variant in RESTARTING and variant != "forget":
+        found = [
+            u
+            for u in result.unfinished
+            if u.task_id == task_id
+            and u.cause == "not_run_here"
+            and result.restart_at is not None
+            and u.t >= result.restart_at
+        ]
+        others = [u for u in result.unfinished if u not in found]
+        return [
+            Check(
+                "the restarted worker reported the task unfinished (otel_a2a.task.unfinished)",
+                bool(task_id) and bool(found) and not others,
+                f"{found[0].worker}: task {task_id}, {found[0].state}, cause {found[0].cause}"
+                if found and not others
+                else f"task {task_id or '?'}; findings: {seen or 'none'}",
+            )
+        ]
+    why = "its store was emptied" if variant == "forget" else "every task it took ended or runs"
+    return [Check(f"no unfinished task on the worker ({why})", not result.unfinished, str(seen))]
+
+
 def _first_learned(result: ScenarioResult, after: float) -> float | None:
     for step in result.timeline:
         t = float(step.get("t", 0.0))
@@ -103,18 +159,18 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             f"process exit code {result.orchestrator_code}",
         )
     )
-    a2a_spans = [s for s in result.spans if str(s.get("name", "")).startswith("A2A ")]
+    a2a_spans = [s for s in result.spans if (s.get("attributes") or {}).get("a2a.method.name")]
     checks.append(
         Check(
             "instrumented by OTEL_A2A_ENABLED alone",
             bool(a2a_spans) and bool(result.metrics),
-            f"{len(a2a_spans)} 'A2A *' spans, {len(result.metrics)} Prometheus samples",
+            f"{len(a2a_spans)} spans with a2a.method.name, {len(result.metrics)} Prometheus samples",
         )
     )
     if variant in RESTARTING:
         restart = result.restart_at
         after = [] if restart is None else result.decisions(after=restart)
-        expected = EXPECTED_AFTER_RESTART[variant]
+        expected = expected_after_restart(variant, cfg.worker, cfg.streaming)
         learned = _first_learned(result, restart or 0.0)
         if not after and not cfg.streaming and learned is not None:
             checks.append(
@@ -127,6 +183,17 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             )
         elif not after:
             checks.append(Check("first decision after the restart diverges", False, "no decision"))
+        elif not expected:
+            respelled = {"non_canonical_state"} if variant in RESPELLING else set()
+            raised = sorted({r for d in after for r in d.reasons} - respelled)
+            checks.append(
+                Check(
+                    "no decision after the restart diverges over it (the worker's answers)",
+                    not raised,
+                    f"{len(after)} decisions raised {raised or 'nothing'}: polled, the worker "
+                    "answers working, so only its own side can tell",
+                )
+            )
         else:
             first = after[0]
             reasons = list(first.reasons)
@@ -172,6 +239,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
                 )
             )
         detections = [d.t for d in result.divergences if restart is not None and d.t >= restart]
+        detections += [u.t for u in result.unfinished if restart is not None and u.t >= restart]
         if result.stale_at is not None:
             detections.append(result.stale_at)
         result.detected_at = min(detections) if detections else None
@@ -211,7 +279,7 @@ def evaluate(result: ScenarioResult) -> list[Check]:
             )
         )
         authoritative = result.metric(
-            "otel_a2a_liveness_decisions_total", a2a_decision_outcome="authoritative"
+            "otel_a2a_liveness_decisions_total", otel_a2a_decision_outcome="authoritative"
         )
         decisions = result.decisions()
         checks.append(
@@ -230,6 +298,8 @@ def evaluate(result: ScenarioResult) -> list[Check]:
                 f"otel_a2a_task_get_redundant_total = {redundant:g}",
             )
         )
+    if cfg.worker in OBSERVED_WORKERS:
+        checks.extend(_worker_checks(result))
     return checks
 
 

@@ -14,6 +14,10 @@ contract the run relies on:
   (``TASK_STATE_WORKING`` becomes ``Working``);
 - both print ``READY <base_url>`` on stdout once they accept connections, pick a free port
   for port 0, and say "address already in use" (or ``EADDRINUSE``) when a port is taken.
+
+A worker kind also gives the environment its process needs on top of the parent's (none but
+the Python worker's, which otel-a2a instruments like the orchestrator: its spans go to its
+stdout, where the run reads its findings).
 """
 
 from __future__ import annotations
@@ -198,7 +202,13 @@ class Children:
         return proc
 
     def start_ready(
-        self, name: str, argv: Sequence[str], cwd: Path, *, attempts: int = 1
+        self,
+        name: str,
+        argv: Sequence[str],
+        cwd: Path,
+        *,
+        attempts: int = 1,
+        env: Mapping[str, str] | None = None,
     ) -> tuple[Proc, str]:
         """Start a server that prints READY and wait for it: its process and base URL.
 
@@ -211,7 +221,7 @@ class Children:
             if self.closing.is_set():
                 raise ScenarioError(f"stopping: no new {name}")
             count = self._starts[name] = self._starts.get(name, 0) + 1
-            proc = self.start(f"{name}-{count}" if attempts > 1 else name, argv, cwd)
+            proc = self.start(f"{name}-{count}" if attempts > 1 else name, argv, cwd, env)
             try:
                 return proc, proc.wait_ready(READY_TIMEOUT, self.closing)
             except ScenarioError as exc:
@@ -251,6 +261,11 @@ class WorkerKind(Protocol):
     def argv(
         self, port: int, store: Path, timings: Timings, *, forget: bool, card_version: str
     ) -> list[str]: ...
+
+    def env(self, timings: Timings, *, otlp: bool) -> dict[str, str]:
+        """Its settings on top of the parent's environment (``otlp``: an OTLP endpoint is
+        configured)."""
+        ...
 
 
 class GatewayKind(Protocol):
@@ -300,6 +315,9 @@ class NodeWorker:
         ]
         return [*argv, "--forget"] if forget else argv
 
+    def env(self, timings: Timings, *, otlp: bool) -> dict[str, str]:
+        return {}
+
 
 def jvm_problem() -> str | None:
     """Why the JVM worker (``jvm/``, built by ``make jvm`` into ``.tools/jvm/``) cannot run
@@ -338,6 +356,55 @@ class JvmWorker:
             *("--card-max-age", f"{timings.card_ttl:g}"),
         ]
         return [*argv, "--forget"] if forget else argv
+
+    def env(self, timings: Timings, *, otlp: bool) -> dict[str, str]:
+        return {}
+
+
+class PythonWorker:
+    """``python_worker.py``: a2a-sdk on Starlette and uvicorn, tasks in SQLite (a2a-sdk's
+    ``DatabaseTaskStore``), run by path with this interpreter and instrumented by
+    ``OTEL_A2A_ENABLED=true`` alone, like the orchestrator: its spans on its stdout (and OTLP
+    when configured), the heartbeat on its card, its ``otel_a2a.task.unfinished`` findings.
+
+    Unlike the Node and JVM workers it does not fail the task in flight at a restart: a2a-sdk
+    brings it back ``working`` with nothing running it, which otel-a2a reports at start-up.
+    """
+
+    runtime = "Python"
+    label = "a2a-sdk worker"
+    cwd = DEMO_DIR
+    service = "a2a-python-worker"
+
+    def problem(self) -> str | None:
+        return missing_modules("a2a", "uvicorn", "starlette", "sqlalchemy", "aiosqlite")
+
+    def argv(
+        self, port: int, store: Path, timings: Timings, *, forget: bool, card_version: str
+    ) -> list[str]:
+        argv = [
+            sys.executable,
+            str(DEMO_DIR / "python_worker.py"),
+            *("--port", str(port), "--store", str(store), "--card-version", card_version),
+            *("--heartbeat", f"{timings.heartbeat:g}", "--job-seconds", f"{timings.job_seconds:g}"),
+            *("--card-max-age", f"{timings.card_ttl:g}"),
+        ]
+        return [*argv, "--forget"] if forget else argv
+
+    def env(self, timings: Timings, *, otlp: bool) -> dict[str, str]:
+        return {
+            "OTEL_A2A_ENABLED": "true",
+            "OTEL_SERVICE_NAME": self.service,
+            "OTEL_TRACES_EXPORTER": "console,otlp" if otlp else "console",
+            "OTEL_METRICS_EXPORTER": "otlp" if otlp else "none",
+            "OTEL_LOGS_EXPORTER": "otlp" if otlp else "none",
+            "OTEL_METRIC_EXPORT_INTERVAL": str(int(timings.export_interval * 1000)),
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            # read at interpreter start: the worker's --heartbeat comes too late for it
+            "OTEL_A2A_SERVE_HEARTBEAT": f"{timings.heartbeat:g}",
+            "OTEL_A2A_SERVE_CHECK_INTERVAL": f"{timings.heartbeat:g}",
+            "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
+        }
 
 
 class PythonGateway:
@@ -387,7 +454,11 @@ class GoGateway:
         return [*argv, "--respell"] if respell else argv
 
 
-WORKERS: dict[str, WorkerKind] = {"node": NodeWorker(), "jvm": JvmWorker()}
+WORKERS: dict[str, WorkerKind] = {
+    "node": NodeWorker(),
+    "jvm": JvmWorker(),
+    "python": PythonWorker(),
+}
 GATEWAYS: dict[str, GatewayKind] = {"python": PythonGateway(), "go": GoGateway()}
 
 

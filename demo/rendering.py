@@ -7,7 +7,7 @@ import sys
 import time
 from typing import IO
 
-from demo.model import Divergence, ScenarioResult
+from demo.model import KEEPS_WORKING, OBSERVED_WORKERS, Divergence, ScenarioResult, Unfinished
 
 
 def describe(d: Divergence) -> str:
@@ -32,6 +32,16 @@ def describe(d: Divergence) -> str:
     elif d.reason == "task_lost":
         text += " (the worker answered TaskNotFound for a task observed working)"
     return text
+
+
+def describe_unfinished(u: Unfinished) -> str:
+    """The timeline's line for a worker's finding."""
+    state = u.state.removeprefix("TASK_STATE_").lower().replace("_", "-")
+    why = {
+        "not_run_here": "its store brought it back, nothing runs it",
+        "execution_ended": "its execution ended and left it so",
+    }.get(u.cause, u.cause)
+    return f"otel_a2a.task.unfinished on {u.worker}: task {u.task_id} {state} ({u.cause}: {why})"
 
 
 def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
@@ -62,10 +72,14 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
     rows: list[tuple[str, str, str]] = []
     restart = result.restart_at
     if restart is not None:
+        kept = cfg.worker in KEEPS_WORKING  # back working, with nothing running it
         worker_view = {
             "forget": "task unknown (empty store)",
-            "redeploy": "failed (rehydrated), new card",
-        }.get(cfg.variant, "failed (rehydrated on restart)")
+            "redeploy": f"{'working' if kept else 'failed'} (rehydrated), new card",
+        }.get(
+            cfg.variant,
+            f"{'working, nothing runs it' if kept else 'failed'} (rehydrated on restart)",
+        )
         rows.append(("worker", "working", f"until {rel(restart):.2f} (killed)"))
         back = result.restarted_at or restart
         rows.append(("worker", worker_view, f"from {rel(back):.2f} (back up)"))
@@ -86,6 +100,8 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
         rows.append(("otel-a2a", f"{reason} x{count} ({d.operation})", f"first at {rel(d.t):.2f}"))
     if result.stale_at is not None:
         rows.append(("otel-a2a", "otel_a2a_task_stale > 0", f"at {rel(result.stale_at):.2f}"))
+    for u in result.unfinished:
+        rows.append(("otel-a2a", f"otel_a2a.task.unfinished ({u.worker})", f"at {rel(u.t):.2f}"))
     if not result.divergences:
         rows.append(("otel-a2a", "no divergence", "-"))
     width = max(len(r[1]) for r in rows) if rows else 10
@@ -126,8 +142,18 @@ def render(result: ScenarioResult, out: IO[str] | None = None) -> None:
         + (f"; also OTLP to {result.otlp_endpoint}" if result.otlp_endpoint else "")
     )
     line(f"  metrics: {result.metrics_url} (Prometheus, served by the orchestrator while it ran)")
+    if result.page:
+        line(f"  page:    {result.page} (the timeline: open it in a browser)")
+    if cfg.worker in OBSERVED_WORKERS:
+        line(
+            "  worker:  console (each worker start's stdout, worker-<n>.out: its server spans "
+            "and otel_a2a.task.unfinished)"
+        )
     if cfg.keep_dir:
-        line(f"  files:   {result.workdir} (timeline.jsonl, orchestrator.out, *.err, tasks/)")
+        line(
+            f"  files:   {result.workdir} "
+            "(timeline.jsonl, orchestrator.out, worker-*.out, *.err, tasks/)"
+        )
     line()
     if result.attempts > 1:
         line("(run twice: the orchestrator's metrics port was taken before it bound it)")

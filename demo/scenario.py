@@ -2,18 +2,21 @@
 
 Topology: orchestrator (Python a2a-sdk client, instrumented only by ``OTEL_A2A_ENABLED=true``)
 → gateway (Python, or Go on a2a-go: ``ScenarioConfig.gateway``) → worker (``@a2a-js/sdk``
-under Node, durable file task store).
+under Node, the A2A Java SDK, or a2a-sdk in Python, the last one instrumented by
+``OTEL_A2A_ENABLED=true`` too: ``ScenarioConfig.worker``), its tasks in a durable store.
 
 :func:`run_scenario` starts the three processes on free ports (``processes``), plays one
 variant, collects what fired (the orchestrator's console spans and its Prometheus
 ``/metrics``), judges it against the specification (``evaluation``) and returns a
-:class:`ScenarioResult`; :func:`main` prints it (``rendering``). ``otel-a2a demo`` and the
+:class:`ScenarioResult`; :func:`main` prints it (``rendering``). ``python -m demo`` and the
 end-to-end tests (``tests/e2e``) both go through here: ``__all__`` is the demo's public entry.
 
 Variants:
 
 - ``restart``: the worker is killed mid-task (SIGKILL) and started again on the same store; it
-  rehydrates the task as failed while its card keeps advertising ``streaming: true``;
+  rehydrates the task as failed while its card keeps advertising ``streaming: true`` (the
+  Python worker brings it back ``working`` with nothing running it: otel-a2a on the worker
+  reports it, ``otel_a2a.task.unfinished``);
 - ``forget``: the same, but the worker comes back with an empty store (``task_lost``);
 - ``spelling``: the gateway re-spells task states (``Working``): ``non_canonical_state``;
 - ``both``: ``restart`` and ``spelling`` together;
@@ -37,8 +40,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from demo.evaluation import divergences, judge, parse_console_spans, scrape
+from demo.evaluation import divergences, judge, parse_console_spans, scrape, unfinished
 from demo.model import (
+    KEEPS_WORKING,
+    OBSERVED_WORKERS,
     RESPELLING,
     RESTARTING,
     Mark,
@@ -59,7 +64,7 @@ from demo.processes import (
     free_port,
     orchestrator_problem,
 )
-from demo.rendering import describe, render
+from demo.rendering import describe, describe_unfinished, render
 
 __all__ = [
     "ScenarioConfig",
@@ -104,6 +109,7 @@ class _Run:
         self.worker_port = 0
         self.lock = threading.Lock()
         self.restart_thread: threading.Thread | None = None
+        self.otlp = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
 
     def say(self, side: str, text: str, t: float | None = None) -> None:
         now = time.time() if t is None else t
@@ -118,8 +124,9 @@ class _Run:
         argv = self.worker_kind.argv(
             self.worker_port, self.store, self.t, forget=forget, card_version=card_version
         )
+        env = child_env(self.worker_kind.env(self.t, otlp=bool(self.otlp)))
         proc, base = self.children.start_ready(
-            "worker", argv, self.worker_kind.cwd, attempts=WORKER_ATTEMPTS
+            "worker", argv, self.worker_kind.cwd, attempts=WORKER_ATTEMPTS, env=env
         )
         self.worker_port = int(base.rsplit(":", 1)[1])  # the first start picks it (port 0)
         return proc
@@ -143,8 +150,7 @@ class _Run:
 
         prom_port = free_port()
         self.result.metrics_url = f"http://127.0.0.1:{prom_port}/metrics"
-        otlp = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-        self.result.otlp_endpoint = otlp
+        otlp = self.result.otlp_endpoint = self.otlp
         env = child_env(
             {
                 "OTEL_A2A_ENABLED": "true",
@@ -205,12 +211,17 @@ class _Run:
         version = "2.0.0" if variant == "redeploy" else "1.0.0"
         self.worker = self.start_worker(forget=forget, card_version=version)
         self.result.restarted_at = time.time()
+        back = (
+            "back as WORKING, nothing runs it"
+            if self.config.worker in KEEPS_WORKING
+            else "rehydrated as FAILED"
+        )
         if forget:
             what = "restarted with an EMPTY store: it forgot the task"
         elif variant == "redeploy":
-            what = "redeployed (card version 2.0.0, same store): task rehydrated as FAILED"
+            what = f"redeployed (card version 2.0.0, same store): task {back}"
         else:
-            what = "restarted on the same store: the in-flight task rehydrated as FAILED"
+            what = f"restarted on the same store: the in-flight task {back}"
         self.say("worker", what + "; card still says streaming: true")
 
     # -- monitoring ---------------------------------------------------------------------------
@@ -309,9 +320,24 @@ class _Run:
         self.result.divergences = divergences(self.result.spans)
         for d in self.result.divergences:
             self.say("otel-a2a", describe(d), d.t)
+        if self.config.worker in OBSERVED_WORKERS:
+            self._read_workers()
         for proc in self.children.procs:
             self.result.logs[proc.name] = proc.stderr_tail(40)
         self.result.port_taken = PORT_TAKEN in orchestrator.stderr_text()
+
+    def _read_workers(self) -> None:
+        """The instrumented workers' findings, from their console spans (stopped first: their
+        spans flush at exit)."""
+        for proc in self.children.procs:
+            if not proc.name.startswith("worker"):
+                continue
+            proc.stop()
+            text = proc.stdout_path.read_text("utf-8", "replace")
+            self.result.unfinished.extend(unfinished(parse_console_spans(text), proc.name))
+        self.result.unfinished.sort(key=lambda u: u.t)
+        for u in self.result.unfinished:
+            self.say("otel-a2a", describe_unfinished(u), u.t)
 
     def run(self) -> ScenarioResult:
         self.result.start = time.time()
@@ -362,8 +388,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def main(config: ScenarioConfig, quiet: bool = False) -> int:
-    """Run, print, and return the exit code (0: the detector behaved as specified)."""
+def main(config: ScenarioConfig, quiet: bool = False, html: str | None = None) -> int:
+    """Run, print, and return the exit code (0: the detector behaved as specified); with
+    ``html`` the run's timeline page is written there first (the report says where)."""
 
     def progress(text: str) -> None:
         print(text, flush=True)
@@ -385,6 +412,16 @@ def main(config: ScenarioConfig, quiet: bool = False) -> int:
     except ScenarioError as exc:
         print(f"otel-a2a demo could not run: {exc}", file=sys.stderr)
         return 2
+    if html:
+        from demo.page import page
+
+        try:
+            path = Path(html).resolve()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(page(result), encoding="utf-8")
+            result.page = str(path)
+        except OSError as exc:
+            print(f"otel-a2a demo: cannot write the page: {exc}", file=sys.stderr)
     render(result)
     if not result.ok:
         for name, text in result.logs.items():

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from otel_a2a.instrumentation import (
         A2AInstrumentor,
         DivergenceSpanProcessor,
+        grpc_aio_interceptors,
         instrument_grpc_channel,
         liveness_decision,
     )
@@ -33,6 +34,7 @@ _HOME = {
     "DivergenceSpanProcessor": "otel_a2a.instrumentation",
     "liveness_decision": "otel_a2a.instrumentation",
     "instrument_grpc_channel": "otel_a2a.instrumentation",
+    "grpc_aio_interceptors": "otel_a2a.instrumentation",
     "DivergenceReason": "otel_a2a.detect",
     "TaskStateDivergenceError": "otel_a2a.detect",
     "assert_state_authoritative": "otel_a2a.detect",
@@ -48,6 +50,7 @@ __all__ = [
     "TaskStateDivergenceError",
     "__version__",
     "assert_state_authoritative",
+    "grpc_aio_interceptors",
     "instrument_grpc_channel",
     "liveness_decision",
     "normalize_task_state",

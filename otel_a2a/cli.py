@@ -1,49 +1,51 @@
 """The ``otel-a2a`` command (docs/configuration.md lists every flag).
 
-    otel-a2a demo [--variant restart|spelling|both|healthy|forget|redeploy]
-                  [--binding JSONRPC|HTTP+JSON] [--streaming|--no-streaming] [--real-timings]
-                  [--heartbeat S] [--keep] [--quiet]
     otel-a2a check-card URL
-    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N]
-    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--dump FILE] [--json]
+    otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N] [--html FILE [--task ID]...]
+    otel-a2a detector [--host H] [--port P] [--metrics-port P] [--ui-port P] [--ui-host H]
+                      [--dump FILE] [--json]
                       [--grace S] [--max-tasks N] [--max-body-bytes N] [--body-timeout S]
                       [--backlog N]
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
-parser and sets ``handler``; ``check-card``, ``analyze`` and ``detector`` plug in the same way.
+parser and sets ``handler``. The seeded-incident demo is not a subcommand: it runs from the
+source tree (``python -m demo``, ``make demo``); ``otel-a2a demo`` only says so.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from otel_a2a.analyze.correlate import Correlator
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-# The demo ships in the source tree (``demo/`` beside ``otel_a2a/``), not in the wheel.
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
 NO_DEMO = (
-    "otel-a2a demo: the demo ships in the source tree, not in the installed package: "
-    "clone the otel-a2a repository and run `make demo` there"
+    "otel-a2a demo: the demo runs from the source tree: `make demo` (or `python -m demo`) "
+    "in a clone of the otel-a2a repository"
 )
 
 
-def _demo_cli() -> ModuleType | None:
-    """``demo.cli`` of the source tree this package runs from; None for an installed wheel."""
-    if not (SOURCE_ROOT / "pyproject.toml").is_file():
-        return None
-    if not (SOURCE_ROOT / "demo" / "cli.py").is_file():
-        return None
-    if sys.path[:1] != [str(SOURCE_ROOT)]:
-        sys.path.insert(0, str(SOURCE_ROOT))
-    return importlib.import_module("demo.cli")
+def _missing(command: str, *modules: str) -> bool:
+    """Whether ``command`` lacks one of ``modules`` (the ``cli`` extra): then says how to get
+    it in one line, instead of a traceback."""
+    from importlib.util import find_spec
+
+    absent = [m for m in modules if find_spec(m) is None]
+    if absent:
+        print(
+            f"otel-a2a {command}: needs {', '.join(absent)}: pip install 'otel-a2a[cli]'",
+            file=sys.stderr,
+        )
+    return bool(absent)
 
 
 def _no_demo(args: argparse.Namespace) -> int:
@@ -76,21 +78,18 @@ _port = _number(int, lambda v: 0 <= v <= 65535, "an integer 0-65535 (0: any free
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    help_text = "run the seeded incident end to end on loopback"
-    demo = _demo_cli()
-    if demo is None:
-        # no options to know: whatever follows `demo` (`--variant ...` too) is taken as a
-        # positional, so that the answer is where to find the demo, not a usage error
-        p = sub.add_parser("demo", help=help_text, description=NO_DEMO, prefix_chars="\0")
-        p.add_argument("args", nargs="*")
-        p.set_defaults(handler=_no_demo)
-        return
-    p = sub.add_parser("demo", help=help_text)
-    demo.add_arguments(p, seconds=_positive)
-    p.set_defaults(handler=demo.run)
+    # no options to know: whatever follows `demo` (`--variant ...` too) is taken as a
+    # positional, so that the answer is where to find the demo, not a usage error
+    p = sub.add_parser(
+        "demo", help="where the seeded-incident demo is", description=NO_DEMO, prefix_chars="\0"
+    )
+    p.add_argument("args", nargs="*")
+    p.set_defaults(handler=_no_demo)
 
 
 def _run_check_card(args: argparse.Namespace) -> int:
+    if _missing("check-card", "httpx", "anyio"):
+        return 2
     from otel_a2a.check_card import check_card, render
 
     report = check_card(args.url)
@@ -129,11 +128,34 @@ def _add_correlation_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_analyze(args: argparse.Namespace) -> int:
-    from otel_a2a.analyze import Correlator, analyze_files
+def _correlator(args: argparse.Namespace) -> Correlator:
+    from otel_a2a.analyze.correlate import Correlator
 
-    correlator = Correlator(max_tasks=args.max_tasks, grace=args.grace)
-    return analyze_files(args.files, as_json=args.json, correlator=correlator)
+    return Correlator(max_tasks=args.max_tasks, grace=args.grace)
+
+
+def _run_analyze(args: argparse.Namespace) -> int:
+    from otel_a2a.analyze import analyze_files
+    from otel_a2a.analyze.timeline import TimelineBuilder
+
+    correlator = _correlator(args)
+    timeline = TimelineBuilder(tasks=args.task) if args.html else None
+    code = analyze_files(args.files, as_json=args.json, correlator=correlator, timeline=timeline)
+    if timeline is not None:
+        from otel_a2a.analyze.page import render_page
+
+        view = timeline.view()
+        title = "otel-a2a timeline: " + ", ".join(os.path.basename(f) for f in args.files)
+        try:
+            Path(args.html).write_text(render_page(view, title=title), encoding="utf-8")
+        except OSError as exc:
+            print(f"otel-a2a analyze: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 2
+        print(
+            f"otel-a2a analyze: page with {len(view.tasks)} task(s) written to {args.html}",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -150,11 +172,28 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     _add_correlation_options(p)
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained timeline page to FILE: one lane per service for "
+        "each task with a finding (docs/analyzer.md)",
+    )
+    p.add_argument(
+        "--task",
+        metavar="ID",
+        action="append",
+        default=[],
+        help="draw this task on the --html page, finding or not (repeatable)",
+    )
     p.set_defaults(handler=_run_analyze)
 
 
 def _run_detector(args: argparse.Namespace) -> int:
-    from otel_a2a.analyze import Correlator
+    modules = ["h11", "google.protobuf", "opentelemetry.proto", "opentelemetry.sdk"]
+    if args.metrics_port is not None:
+        modules += ["opentelemetry.exporter.prometheus", "prometheus_client"]
+    if _missing("detector", *modules):
+        return 2
     from otel_a2a.analyze.receiver import serve
 
     return serve(
@@ -163,10 +202,14 @@ def _run_detector(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         dump_path=args.dump,
         as_json=args.json,
+        max_memory_mb=args.max_memory_mb,
         max_body=args.max_body_bytes,
         body_timeout=args.body_timeout,
         backlog=args.backlog,
-        correlator=Correlator(max_tasks=args.max_tasks, grace=args.grace),
+        max_tasks=args.max_tasks,
+        grace=args.grace,
+        ui_port=args.ui_port,
+        ui_host=args.ui_host,
     )
 
 
@@ -191,10 +234,28 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--dump", metavar="FILE", help="append every request as an OTLP JSON line to FILE"
     )
     p.add_argument(
+        "--ui-port",
+        type=_port,
+        default=None,
+        help="serve the live timeline page of the tasks with findings on this port (read-only)",
+    )
+    p.add_argument(
+        "--ui-host", default="127.0.0.1", help="the timeline page's address (default 127.0.0.1)"
+    )
+    p.add_argument(
+        "--max-memory-mb",
+        type=_count,
+        default=256,
+        help="the detector's memory, whatever clients send, shared out between decoding a "
+        "body, bodies held, task records and parent links (default 256; minimum 64)",
+    )
+    p.add_argument(
         "--max-body-bytes",
         type=_count,
-        default=16 * 1024 * 1024,
-        help="largest accepted request body, after decompression (default 16 MiB)",
+        default=None,
+        help="largest accepted request body, after decompression (default: what the memory "
+        "budget allows, a body taking up to 96 times its size while decoded; 1.1 MiB at "
+        "256 MiB, at most 16 MiB)",
     )
     p.add_argument(
         "--body-timeout",

@@ -67,6 +67,7 @@ RPC_SYSTEM_A2A = "a2a"
 OP_DECISION = "liveness_decision"
 OP_UNKNOWN = "unknown"
 
+
 # events
 EVENT_DIVERGENCE = "otel_a2a.divergence"
 EVENT_TASK_STATUS = "otel_a2a.task.status"
@@ -123,3 +124,14 @@ class AgentLabels:
                 self._addresses += address
                 return name
         return OTHER
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker's side (``instrumentation/server``): a2a-sdk servers, spans by the same convention
+# (name ``{a2a.method.name}``, kind SERVER); its own finding in the ``otel_a2a.`` namespace.
+# accepted, never finished: a task neither terminal nor interrupted with no live execution
+EVENT_TASK_UNFINISHED = "otel_a2a.task.unfinished"
+M_TASKS_UNFINISHED = "otel_a2a.task.unfinished"
+UNFINISHED_CAUSE = "otel_a2a.task.unfinished.cause"
+CAUSE_NOT_RUN_HERE = "not_run_here"  # in the store, never executed by this process (restart)
+CAUSE_EXECUTION_ENDED = "execution_ended"  # its execution here ended without a final state

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+# a2a-sdk 1.3 imports its client factory's optional v0.3 gRPC transport in a try/except:
+# imported first through the server's v0.3 gRPC handler (the worker-side tests do), the
+# circular import fails there, the factory keeps None and sends every v0.3 gRPC call through
+# the v1.0 transport. The client first, as an application that is a client imports it.
+import a2a.client.client_factory  # noqa: F401  (before anything imports a2a's server side)
 import pytest
 from hypothesis import settings
 
@@ -15,6 +20,19 @@ from tests.support.peers import RunningPeer, Runtime, problem, start_peer
 # example is a wall-clock assert that a loaded 2-core CI machine can fail.
 settings.register_profile("otel-a2a", deadline=None)
 settings.load_profile("otel-a2a")
+
+# What the version matrix (``.ci/matrix``) leaves out: a test that needs a real A2A peer
+# (a fixture below) or a tool of its own (a runtime marker) is marked ``peer``.
+_PEER_MARKERS = ("node", "go", "jvm", "prometheus")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if any(name.endswith(("peer", "_peer_process")) for name in fixtures) or any(
+            item.get_closest_marker(marker) for marker in _PEER_MARKERS
+        ):
+            item.add_marker(pytest.mark.peer)
 
 
 def _serve(runtime: Runtime, label: str, *options: str) -> Iterator[RunningPeer]:

@@ -21,8 +21,7 @@ from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector, DivergenceReason
-from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation.metrics import A2AMetrics, activate
+from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.protocol.model import Operation
 from otel_a2a.protocol.states import StateClass, TaskState, semconv_state
 from tests.detect.helpers import make_obs
@@ -40,6 +39,8 @@ VALUES = {
     "OP_UNKNOWN",
     "OTHER",
     "ERROR_TYPE_OTHER",
+    "CAUSE_NOT_RUN_HERE",
+    "CAUSE_EXECUTION_ENDED",
 }
 # attributes only events or metrics carry
 NOT_ON_SPANS = {
@@ -243,19 +244,17 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
     provider = MeterProvider(metric_readers=[reader])
     detector = Detector()
     detector.ledger.observe(make_obs(at=time.monotonic() - 3600))  # stale at any heartbeat
-    metrics = A2AMetrics(detector, provider)
-    activate(metrics)
+    metrics = A2AMetrics(detector, provider, lambda: metrics)
     try:
         metrics.divergence.add(1, {})
         metrics.decisions.add(1, {})
         metrics.observation_age.record(1.0, {})
         metrics.etag_changes.add(1, {})
         metrics.errors.add(1, {})
+        metrics.unfinished.add(1, {})
         metrics.redundant.add("agent")
         data = reader.get_metrics_data()
     finally:
-        rt = runtime.current()
-        activate(rt.metrics if rt is not None else None)
         provider.shutdown()
     assert data is not None
     found = {

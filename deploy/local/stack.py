@@ -286,7 +286,7 @@ def banner(found: Mapping[str, str], state: Path) -> str:
             f"  logs           {state}/*.log",
             "Send telemetry, e.g. the demo:",
             f"  OTEL_SERVICE_NAME=orchestrator OTEL_EXPORTER_OTLP_ENDPOINT={found['otlp_http']} \\",
-            "  OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf .venv/bin/otel-a2a demo",
+            "  OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf .venv/bin/python -m demo",
         ]
     )
 

@@ -1,7 +1,7 @@
 """Interpreter-start hook behind ``OTEL_A2A_ENABLED=true`` (no code change in the service).
 
-``otel_a2a.pth`` imports this module only when the variable is set to something other than a
-false value (true, or a bad value that deserves its warning), so an unset variable costs one
+``otel_a2a.pth`` imports this module only when the variable is set to something other than
+empty or ``false`` (``true``, or a value that deserves its warning), so an unset variable costs one
 environment lookup. Under Python >= 3.15 ``otel_a2a.start`` calls :func:`run` instead.
 Importing is idempotent (the ``.pth`` runs twice in a venv) and nothing here may break the
 interpreter's start: a failure is one warning, never an exception.
@@ -34,7 +34,7 @@ def run() -> None:
     if (
         _done
         or _left_to_opentelemetry_instrument()
-        or not parse_bool(os.environ, "OTEL_A2A_ENABLED", False)
+        or not parse_bool(os.environ, "OTEL_A2A_ENABLED")
     ):
         return
     _done = True

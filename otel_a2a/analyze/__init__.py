@@ -28,7 +28,8 @@ from otel_a2a.analyze.model import (
     finding_json,
     render_finding,
 )
-from otel_a2a.analyze.otlp import parse_lines, parse_request
+from otel_a2a.analyze.otlp import parse_documents, parse_lines, parse_request
+from otel_a2a.analyze.timeline import TimelineBuilder
 
 __all__ = [
     "Batch",
@@ -59,9 +60,10 @@ def _open(path: str) -> tuple[TextIO, bool]:
     return open(path, encoding="utf-8-sig"), True
 
 
-def _batches(stream: TextIO, plain: bool) -> Iterator[Batch]:
-    """One batch per line (the file exporter's format), or one for a whole file holding a
-    single pretty-printed request (``jq .`` output) when its first line is no JSON alone."""
+def _batches(stream: TextIO, plain: bool) -> Iterator[tuple[object, Batch]]:
+    """One request and its batch per line (the file exporter's format), or one for a whole
+    file holding a single pretty-printed request (``jq .`` output) when its first line is no
+    JSON alone; an unreadable line is None and an empty batch with one error."""
     first = stream.readline()
     try:
         if first.strip():
@@ -75,12 +77,12 @@ def _batches(stream: TextIO, plain: bool) -> Iterator[Batch]:
         except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, dict):
-            yield parse_request(doc)
+            yield doc, parse_request(doc)
             return
         stream.seek(0)
-        yield from parse_lines(stream)
+        yield from parse_documents(stream)
         return
-    yield from parse_lines(itertools.chain([first], stream))
+    yield from parse_documents(itertools.chain([first], stream))
 
 
 def _small_file(stream: TextIO) -> bool:
@@ -97,12 +99,14 @@ def analyze_files(
     correlator: Correlator | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    timeline: TimelineBuilder | None = None,
 ) -> int:
     """The ``analyze`` command: 0 no finding, 1 findings, 2 an input could not be read.
 
     ``-`` reads standard input. A file whose every line is unreadable, or that holds no span
     at all (a metrics or logs export), counts as unreadable; isolated bad lines are skipped
-    and counted on stderr.
+    and counted on stderr. ``timeline`` (the ``--html`` page) is fed every request and
+    finding.
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -114,14 +118,17 @@ def analyze_files(
         try:
             stream, plain = (sys.stdin, False) if path == "-" else _open(path)
             try:
-                for batch in _batches(stream, plain):
+                for doc, batch in _batches(stream, plain):
                     lines += 1
                     spans += batch.spans
                     if batch.spans == 0 and batch.errors:
                         bad += 1
                     else:
                         good += 1
-                    findings.extend(c.feed(batch))
+                    found = c.feed(batch)
+                    findings.extend(found)
+                    if timeline is not None and doc is not None:
+                        timeline.add(doc, batch.beliefs, found)
             finally:
                 if stream is not sys.stdin:
                     stream.close()
@@ -146,7 +153,8 @@ def analyze_files(
     s = c.stats
     print(
         f"otel-a2a analyze: {s.spans} spans, {s.beliefs} task beliefs, {c.tasks} tasks, "
-        f"{len(findings)} findings, {s.errors} malformed line(s) or span(s) skipped",
+        f"{len(findings)} findings ({s.findings_dropped} more dropped by the bounds), "
+        f"{s.errors} malformed line(s) or span(s) skipped",
         file=err,
     )
     if unreadable:

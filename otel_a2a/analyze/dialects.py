@@ -37,6 +37,9 @@ LEGACY_AGENT_NAME = "a2a.agent.name"
 LEGACY_AUTHORITATIVE = "a2a.observation.authoritative"
 LEGACY_TASK_STATUS = "a2a.task.status"
 LEGACY_TASK_SWAPPED = "a2a.task.swapped"
+LEGACY_DECISION = "a2a.liveness.decision"
+LEGACY_DIVERGENCE = "a2a.divergence"
+LEGACY_DIVERGENCE_REASON = "a2a.divergence.reason"
 # the A2A Java SDK's OpenTelemetry extras (A2AObservabilityNames)
 JAVA_TASK_ID = "gen_ai.agent.a2a.task_id"
 JAVA_STATUS = "gen_ai.agent.a2a.status"
@@ -55,11 +58,20 @@ _STATES = (sc.TASK_STATE_RAW, LEGACY_STATE_RAW, sc.TASK_STATE, JAVA_STATUS, KONG
 _OPERATIONS = (sc.OPERATION, LEGACY_OPERATION, JAVA_OPERATION, KONG_OPERATION, AGENTGATEWAY_METHOD)
 _AGENTS = (sc.AGENT_NAME, LEGACY_AGENT_NAME)
 _AUTHORITATIVE = (sc.AUTHORITATIVE, LEGACY_AUTHORITATIVE)
+_DECISIONS = (sc.LIVENESS_DECISION, LEGACY_DECISION)
+_REASONS = (sc.DIVERGENCE_REASON, LEGACY_DIVERGENCE_REASON)
+
+# every key a reading looks at (a decoder may keep only these), and those that name a task
+KEYS = frozenset((*_TASK_IDS, *_STATES, *_OPERATIONS, *_AGENTS, *_AUTHORITATIVE))
+TASK_KEYS = frozenset(_TASK_IDS)
 
 # span events that carry one belief each (a streamed status, the task a reply answered instead)
 BELIEF_EVENTS = frozenset(
     {sc.EVENT_TASK_STATUS, sc.EVENT_TASK_SWAPPED, LEGACY_TASK_STATUS, LEGACY_TASK_SWAPPED}
 )
+STATUS_EVENTS = frozenset({sc.EVENT_TASK_STATUS, LEGACY_TASK_STATUS})
+# a divergence otel-a2a reported in-process, on the span of the decision or observation
+DIVERGENCE_EVENTS = frozenset({sc.EVENT_DIVERGENCE, LEGACY_DIVERGENCE})
 
 
 class Reading(NamedTuple):
@@ -71,6 +83,7 @@ class Reading(NamedTuple):
     authoritative: bool
     operation: str
     agent_name: str
+    decision: bool = False  # the span is a liveness decision
 
 
 def _first_text(attrs: Mapping[str, object], keys: tuple[str, ...]) -> str:
@@ -99,4 +112,10 @@ def read(attrs: Mapping[str, object]) -> Reading:
         authoritative=any(attrs.get(key) is True for key in _AUTHORITATIVE),
         operation=method_name(_first_text(attrs, _OPERATIONS)),
         agent_name=_first_text(attrs, _AGENTS),
+        decision=any(attrs.get(key) is True for key in _DECISIONS),
     )
+
+
+def divergence_reason(attrs: Mapping[str, object]) -> str:
+    """The reason of a divergence event, in either spelling; '' if none."""
+    return _first_text(attrs, _REASONS)

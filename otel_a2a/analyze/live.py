@@ -1,8 +1,8 @@
 """The analysis behind ``otel-a2a detector``, apart from HTTP: bodies to findings and a metric.
 
-An OTLP/HTTP export body (``application/json``, OTLP JSON, or ``application/x-protobuf``,
-an ``ExportTraceServiceRequest`` turned into the same JSON form with ``MessageToDict``; gzip
-allowed) is inflated within a bound, decoded and fed to the :class:`Correlator`. Findings go
+An OTLP/HTTP export body (``application/json``, OTLP JSON, or ``application/x-protobuf``, an
+``ExportTraceServiceRequest`` read field by field; gzip allowed) is inflated within a bound,
+decoded and fed to the :class:`Correlator`. Findings go
 to a callback and are counted on ``otel_a2a.divergence`` (reason, operation, agent name) of a
 private SDK meter provider, served for Prometheus when a metrics port is given. The HTTP side
 is :mod:`otel_a2a.analyze.receiver`.
@@ -19,8 +19,9 @@ from typing import IO, Any
 
 from otel_a2a import semconv as sc
 from otel_a2a.analyze.correlate import Correlator
-from otel_a2a.analyze.model import Finding
+from otel_a2a.analyze.model import Batch, Finding
 from otel_a2a.analyze.otlp import normalize_id, parse_request
+from otel_a2a.analyze.otlp_protobuf import parse_message
 from otel_a2a.protocol import Operation
 from otel_a2a.version import __version__
 
@@ -29,6 +30,8 @@ _log = logging.getLogger("otel_a2a.detector")
 _OPERATIONS = frozenset({*(op.value for op in Operation), sc.OP_DECISION, sc.OP_UNKNOWN})
 JSON = "application/json"
 PROTOBUF = "application/x-protobuf"
+# ``error.type`` on ``a2a.instrumentation.errors`` of a finding the correlator's bounds dropped
+FINDING_DROPPED = "finding_dropped"
 
 
 class BadRequest(ValueError):
@@ -75,8 +78,21 @@ def _hex_ids(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def decode_body(body: bytes | bytearray, content_type: str) -> dict[str, Any]:
-    """The OTLP JSON form of an export request body; raises :class:`BadRequest`."""
+def to_json(message: Any) -> dict[str, Any]:
+    """The OTLP JSON form (hex ids, the file exporter's) of a decoded protobuf request: what
+    ``--dump`` writes. Several times the memory and CPU of reading the message itself."""
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped, unused-ignore]
+
+    return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
+
+
+def decode_body(
+    body: bytes | bytearray, content_type: str, *, as_json: bool = False
+) -> tuple[Batch, dict[str, Any] | None]:
+    """The beliefs and links of an export request body, and with ``as_json`` its OTLP JSON
+    form; raises :class:`BadRequest`. Protobuf is read field by field
+    (:func:`~otel_a2a.analyze.otlp_protobuf.parse_message`), never turned into JSON unless
+    asked."""
     kind = content_kind(content_type)
     if kind == JSON:
         try:
@@ -85,8 +101,7 @@ def decode_body(body: bytes | bytearray, content_type: str) -> dict[str, Any]:
             raise BadRequest(f"invalid JSON: {exc}") from None
         if not isinstance(doc, dict):
             raise BadRequest("an ExportTraceServiceRequest JSON object is required")
-        return doc
-    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped, unused-ignore]
+        return parse_request(doc), doc
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -96,7 +111,7 @@ def decode_body(body: bytes | bytearray, content_type: str) -> dict[str, Any]:
         message = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, RecursionError, ValueError) as exc:
         raise BadRequest(f"invalid protobuf: {exc}") from None
-    return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
+    return parse_message(message), to_json(message) if as_json else None
 
 
 class LiveAnalyzer:
@@ -110,12 +125,14 @@ class LiveAnalyzer:
         dump: IO[str] | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        on_request: Callable[[dict[str, Any], Batch, list[Finding]], None] | None = None,
     ) -> None:
         from opentelemetry.sdk.metrics import MeterProvider
 
         self.correlator = correlator
         self.requests = 0
         self._on_finding = on_finding
+        self._on_request = on_request  # the live page: each request with what it found
         self._dump = dump
         self._lock = threading.Lock()
         self._labels = sc.AgentLabels()
@@ -139,18 +156,34 @@ class LiveAnalyzer:
             unit="{divergence}",
             description="Divergent liveness decisions and observations, by reason",
         )
+        self._errors = self._provider.get_meter(
+            sc.SCOPE, __version__, schema_url=sc.SCHEMA_URL
+        ).create_counter(
+            sc.M_ERRORS,
+            unit="{error}",
+            description="Internal failures of otel-a2a (contained)",
+        )
 
-    def ingest(self, doc: dict[str, Any], *, report: bool = True) -> list[Finding]:
-        """Analyse one export request (OTLP JSON form); never raises on its content. The
-        findings go to ``on_finding`` now, or with ``report=False`` when the caller calls
-        :meth:`report` (the receiver: on a thread of its own, before answering)."""
-        batch = parse_request(doc)
+    @property
+    def dumping(self) -> bool:
+        """Whether ``ingest`` wants each request's OTLP JSON form: requests are dumped, or the
+        live page draws them."""
+        return self._dump is not None or self._on_request is not None
+
+    def ingest(
+        self, batch: Batch, doc: dict[str, Any] | None = None, *, report: bool = True
+    ) -> list[Finding]:
+        """Analyse one export request's batch (and dump its OTLP JSON form ``doc``, when
+        dumping). The findings go to ``on_finding`` now, or with ``report=False`` when the
+        caller calls :meth:`report` (the receiver: on a thread of its own, before answering)."""
         with self._lock:
             self.requests += 1
-            if self._dump is not None:
+            if self._dump is not None and doc is not None:
                 self._dump.write(json.dumps(doc, separators=(",", ":")) + "\n")
                 self._dump.flush()
+            dropped = self.correlator.stats.findings_dropped
             findings = self.correlator.feed(batch)
+            self._count(FINDING_DROPPED, self.correlator.stats.findings_dropped - dropped)
             for finding in findings:
                 attrs = {sc.DIVERGENCE_REASON: finding.reason.value}
                 b = finding.b
@@ -160,9 +193,15 @@ class LiveAnalyzer:
                 if b.agent_name:
                     attrs[sc.AGENT_LABEL] = self._labels(b.agent_name)
                 self._counter.add(1, attrs)
+            if self._on_request is not None and doc is not None:
+                self._on_request(doc, batch, findings)
         if report:
             self.report(findings)
         return findings
+
+    def _count(self, error_type: str, n: int) -> None:
+        if n:
+            self._errors.add(n, {sc.ERROR_TYPE: error_type})
 
     def report(self, findings: list[Finding]) -> None:
         """Hand findings to ``on_finding``, outside every lock: a stdout nobody reads blocks

@@ -16,8 +16,8 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from otel_a2a.analyze import dialects
 from otel_a2a.analyze.model import Batch, Belief, SpanLink
@@ -108,36 +108,58 @@ def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
-    reading = dialects.read(attributes(span.get("attributes")))
-    start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
-    if start is None:
-        raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
+# The attributes beliefs are read from: of a span (and of its resource, for the service)
+BELIEF_KEYS = dialects.KEYS | {SERVICE_NAME, SERVICE_INSTANCE_ID}
+# A span with none of these (and no events) holds no belief: only its parent link is kept
+TASK_KEYS = dialects.TASK_KEYS
+
+
+class Event(NamedTuple):
+    """A span event as beliefs need it: ``when`` None if unreadable."""
+
+    name: object
+    attrs: Mapping[str, object]
+    when: int | None
+
+
+def span_beliefs(
+    service: str,
+    attrs: Mapping[str, object],
+    start: int,
+    end: int | None,
+    name: str,
+    span_id: str,
+    trace_id: str,
+    parent_span_id: str,
+    span_events: Sequence[Event],
+) -> list[Belief]:
+    """The beliefs of one span, read from its attribute scalars (``attributes``' form) and
+    events, whichever form (OTLP JSON or protobuf) they were read from."""
     end = start if end is None or end < start else end
-    base = Belief(
-        service=service,
-        task_id="",
-        state=TaskState.UNKNOWN,
-        raw="",
-        authoritative=reading.authoritative,
-        start_ns=start,
-        end_ns=end,
-        span_name=_text(span.get("name")),
-        span_id=normalize_id(span.get("spanId"), 8),
-        trace_id=normalize_id(span.get("traceId"), 16),
-        parent_span_id=normalize_id(span.get("parentSpanId"), 8),
-        operation=reading.operation,
-        agent_name=reading.agent_name,
+    reading = dialects.read(attrs)
+    authoritative, operation, agent_name = (
+        reading.authoritative,
+        reading.operation,
+        reading.agent_name,
     )
+    task_id, state = reading.task_id, reading.state
+    if not span_events:  # the common case: one belief or none
+        if not task_id or state is None:
+            return []
+        return [
+            Belief(
+                service, task_id, state[0], state[1], authoritative, start, end, name,
+                span_id, trace_id, parent_span_id, operation, agent_name,
+            )
+        ]  # fmt: skip
     beliefs: list[Belief] = []
     # stream spans: one belief per status event, until the next one for that task; a swapped
     # event names the other task a reply carried (the span keeps the one named)
     per_task: dict[str, list[tuple[int, TaskState, str]]] = {}
-    for event in _list(span.get("events")):
-        if not isinstance(event, Mapping) or event.get("name") not in dialects.BELIEF_EVENTS:
+    for event in span_events:
+        if event.name not in dialects.BELIEF_EVENTS:
             continue
-        said = dialects.read(attributes(event.get("attributes")))
-        when = _nanos(event.get("timeUnixNano"))
+        said, when = dialects.read(event.attrs), event.when
         if said.task_id and said.state is not None and when is not None:
             per_task.setdefault(said.task_id, []).append((min(max(when, start), end), *said.state))
     for event_task, events in per_task.items():
@@ -149,29 +171,55 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
             last = i == len(events) - 1
             until = end if last else events[i + 1][0]
             beliefs.append(
-                base._replace(
-                    task_id=event_task,
-                    state=event_state,
-                    raw=raw,
-                    start_ns=when,
-                    end_ns=until,
-                    superseded=not last,
+                Belief(
+                    service, event_task, event_state, raw, authoritative, when, until, name,
+                    span_id, trace_id, parent_span_id, operation, agent_name, not last,
                 )
-            )
-    task_id, state = reading.task_id, reading.state
+            )  # fmt: skip
     if task_id and state is not None:
         seen = per_task.get(task_id)
         if not seen:
-            beliefs.append(base._replace(task_id=task_id, state=state[0], raw=state[1]))
+            at = start
         elif (seen[-1][1], seen[-1][2]) != state:
-            # the final state came in a frame that is not a status event (a Task): at the end
-            beliefs.append(
-                base._replace(task_id=task_id, state=state[0], raw=state[1], start_ns=end)
+            at = end  # the final state came in a frame that is not a status event (a Task)
+        else:
+            return beliefs
+        beliefs.append(
+            Belief(
+                service, task_id, state[0], state[1], authoritative, at, end, name, span_id,
+                trace_id, parent_span_id, operation, agent_name,
             )
+        )  # fmt: skip
     return beliefs
 
 
-def _service(resource_attrs: Mapping[str, Any]) -> str:
+def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
+    start = _nanos(span.get("startTimeUnixNano"))
+    if start is None:
+        raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
+    events = [
+        Event(
+            event.get("name"),
+            attributes(event.get("attributes")),
+            _nanos(event.get("timeUnixNano")),
+        )
+        for event in _list(span.get("events"))
+        if isinstance(event, Mapping)
+    ]
+    return span_beliefs(
+        service,
+        attributes(span.get("attributes")),
+        start,
+        _nanos(span.get("endTimeUnixNano")),
+        _text(span.get("name")),
+        normalize_id(span.get("spanId"), 8),
+        normalize_id(span.get("traceId"), 16),
+        normalize_id(span.get("parentSpanId"), 8),
+        events,
+    )
+
+
+def service_of(resource_attrs: Mapping[str, Any]) -> str:
     """The service a span's beliefs belong to: ``service.name``; for a process left at the
     SDK's default name (``unknown_service:python``), with its ``service.instance.id``
     (the SDK draws one per process), or every unnamed process would be one service and never
@@ -199,7 +247,7 @@ def parse_request(doc: object) -> Batch:
         resource_attrs = (
             attributes(resource.get("attributes")) if isinstance(resource, Mapping) else {}
         )
-        service = _service(resource_attrs)
+        service = service_of(resource_attrs)
         for scope_spans in _list(resource_spans.get("scopeSpans")):
             if not isinstance(scope_spans, Mapping):
                 errors += 1
@@ -223,6 +271,12 @@ def parse_request(doc: object) -> Batch:
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Batch]:
     """One batch per non-empty line (the file exporter's format); a bad line is one error."""
+    for _doc, batch in parse_documents(lines):
+        yield batch
+
+
+def parse_documents(lines: Iterable[str]) -> Iterator[tuple[object, Batch]]:
+    """Each non-empty line's request and its batch; a bad line is None and one error."""
     for line in lines:
         text = line.strip()
         if not text:
@@ -230,6 +284,6 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Batch]:
         try:
             doc = json.loads(text)
         except (ValueError, RecursionError):
-            yield Batch([], [], 0, 1)
+            yield None, Batch([], [], 0, 1)
             continue
-        yield parse_request(doc)
+        yield doc, parse_request(doc)

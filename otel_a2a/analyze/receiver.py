@@ -9,8 +9,9 @@ Nothing a client sends can stop the server or grow its memory without bound:
   size reaches the receiver as pieces of at most that size, each checked against
   ``max_body`` before the next read, and h11 refuses a request head over ``MAX_HEAD``;
 - a declared Content-Length over ``max_body`` is answered 413 before the body is read;
-- bodies held at once (received, or waiting for the decoder) are bounded by a byte budget of
-  ``MAX_BODIES_IN_HAND * max_body`` that counts bytes as they arrive, so a client announcing
+- bodies held at once (received, or waiting for the decoder) are bounded by a byte budget
+  (``bodies``: ``serve`` gives it the memory budget's share, :mod:`~otel_a2a.analyze.budget`;
+  else ``MAX_BODIES_IN_HAND * max_body``) that counts bytes as they arrive, so a client announcing
   a large body and trickling it holds only what it sent; a request that waits ``busy_wait``
   seconds for room is answered 503;
 - a request has ``body_timeout`` seconds from its first byte to arrive whole (head and body),
@@ -29,7 +30,7 @@ still need all of the above in the application (its ``limit_concurrency`` answer
 ``Retry-After`` and counts connections, not bytes; it has no deadline for a body).
 
 Inflating, decoding and analysing are CPU work and run on one decoder thread (one body at a
-time: a 16 MiB protobuf body takes about 0.5 GB while decoded), reporting findings on a
+time: a protobuf body takes up to 96 times its size while decoded), reporting findings on a
 reporter thread (a stdout nobody reads stalls the requests that found something, never the
 event loop or the analysis of other requests); a request is answered after its findings are
 reported. ``stop`` is graceful: the listener closes, idle connections are closed, requests in
@@ -51,6 +52,7 @@ from http import HTTPStatus
 
 import h11
 
+from otel_a2a.analyze import budget
 from otel_a2a.analyze.correlate import Correlator
 from otel_a2a.analyze.live import (
     PROTOBUF,
@@ -63,6 +65,7 @@ from otel_a2a.analyze.live import (
     inflate,
 )
 from otel_a2a.analyze.model import Finding
+from otel_a2a.analyze.ui import LivePage
 from otel_a2a.version import __version__
 
 _log = logging.getLogger("otel_a2a.detector")
@@ -340,6 +343,7 @@ class Receiver:
         port: int = 4318,
         *,
         max_body: int = DEFAULT_MAX_BODY,
+        bodies: int | None = None,
         busy_wait: float = DEFAULT_BUSY_WAIT,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         backlog: int = DEFAULT_BACKLOG,
@@ -348,7 +352,8 @@ class Receiver:
         self.max_body = max_body
         self.busy_wait = busy_wait  # seconds a request waits for room in the budget: then 503
         self.body_timeout = body_timeout
-        self.budget = ByteBudget(MAX_BODIES_IN_HAND * max_body)
+        # bytes of bodies held at once: at least one of the largest
+        self.budget = ByteBudget(max(max_body, bodies or MAX_BODIES_IN_HAND * max_body))
         self.closing = False
         family = socket.AF_INET6 if ":" in host else socket.AF_INET  # ``::1``, ``::``
         self._sock = socket.create_server(
@@ -415,6 +420,10 @@ class Receiver:
         self._connections[connection] = task
         try:
             await connection.run()
+        except asyncio.CancelledError:
+            # stopping: the connection is closed, its end is the task's end. Python 3.11's
+            # asyncio.start_server callback would log the cancellation as an error traceback
+            pass
         finally:
             del self._connections[connection]
 
@@ -422,8 +431,11 @@ class Receiver:
         """Inflate, decode and analyse one body, on the decoder thread; the report of its
         findings, submitted to the reporter thread here so that it happens whatever becomes
         of the request (the correlator reports a finding once)."""
-        doc = decode_body(inflate(body, self.max_body) if gzipped else body, kind)
-        found = self.analyzer.ingest(doc, report=False)
+        batch, doc = decode_body(
+            inflate(body, self.max_body) if gzipped else body, kind, as_json=self.analyzer.dumping
+        )
+        del body  # the decoded form is all that is needed now
+        found = self.analyzer.ingest(batch, doc, report=False)
         return self._reporter.submit(self.analyzer.report, found) if found else None
 
 
@@ -434,12 +446,17 @@ def serve(
     metrics_port: int | None = None,
     dump_path: str | None = None,
     as_json: bool = False,
-    max_body: int = DEFAULT_MAX_BODY,
+    max_memory_mb: int = budget.DEFAULT_MAX_MEMORY_MB,
+    max_body: int | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     backlog: int = DEFAULT_BACKLOG,
-    correlator: Correlator | None = None,
+    max_tasks: int = 10_000,
+    grace: float = 1.0,
+    ui_port: int | None = None,
+    ui_host: str = "127.0.0.1",
 ) -> int:
-    """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command."""
+    """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command.
+    With ``ui_port``, the live timeline page (:mod:`otel_a2a.analyze.ui`) too."""
     import signal
     import sys
 
@@ -455,25 +472,44 @@ def serve(
         stop.set()
 
     try:
+        shares = budget.shares(max_memory_mb, max_body)
+    except ValueError as exc:
+        print(f"otel-a2a detector: {exc}", file=sys.stderr)
+        return 2
+    try:
         dump = open(dump_path, "a", encoding="utf-8") if dump_path else None  # noqa: SIM115
     except OSError as exc:
         print(f"otel-a2a detector: cannot open dump file: {exc}", file=sys.stderr)
         return 2
     analyzer: LiveAnalyzer | None = None
     receiver: Receiver | None = None
+    ui: LivePage | None = None
     try:
+        ui = LivePage(ui_host, ui_port) if ui_port is not None else None
+        correlator = Correlator(
+            max_tasks=max_tasks, max_bytes=shares.tasks, max_link_bytes=shares.links, grace=grace
+        )
         analyzer = LiveAnalyzer(
-            correlator or Correlator(),
+            correlator,
             emit,
             dump=dump,
             metrics_port=metrics_port,
             metrics_host=host,
+            on_request=ui.record if ui is not None else None,
         )
         receiver = Receiver(
-            analyzer, host, port, max_body=max_body, body_timeout=body_timeout, backlog=backlog
+            analyzer,
+            host,
+            port,
+            max_body=shares.max_body,
+            bodies=shares.bodies,
+            body_timeout=body_timeout,
+            backlog=backlog,
         )
     except OSError as exc:
         print(f"otel-a2a detector: cannot listen: {exc}", file=sys.stderr)
+        if ui is not None:
+            ui.close()
         if analyzer is not None:
             analyzer.close()
         if dump is not None:
@@ -483,13 +519,23 @@ def serve(
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         receiver.start()
+        if ui is not None:
+            ui.start()
         print(
             f"otel-a2a detector: OTLP/HTTP on http://{shown}:{receiver.port}{TRACES_PATH}"
             + (
                 f", metrics on http://{shown}:{analyzer.metrics_port}/metrics"
                 if analyzer.metrics_port
                 else ""
-            ),
+            )
+            + (f", timeline page on {ui.url}" if ui is not None else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+        print(
+            f"otel-a2a detector: memory budget {max_memory_mb} MiB: bodies up to "
+            f"{shares.max_body} bytes, {shares.bodies} bytes of bodies held at once, "
+            f"{shares.tasks} bytes of task records, {shares.links} bytes of parent links",
             file=sys.stderr,
             flush=True,
         )
@@ -498,6 +544,8 @@ def serve(
     finally:
         receiver.stop()
         analyzer.close()
+        if ui is not None:
+            ui.close()
         if dump is not None:
             dump.close()
         for sig, handler in previous.items():
@@ -505,7 +553,9 @@ def serve(
     stats = analyzer.correlator.stats
     print(
         f"otel-a2a detector: stopped after {analyzer.requests} requests, {stats.spans} spans, "
-        f"{stats.beliefs} task beliefs, {stats.findings} findings",
+        f"{stats.beliefs} task beliefs, {stats.findings} findings "
+        f"({stats.findings_dropped} more dropped by the bounds), {stats.tasks_evicted} tasks "
+        f"evicted, {stats.errors} malformed span(s) skipped",
         file=sys.stderr,
         flush=True,
     )

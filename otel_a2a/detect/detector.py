@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from otel_a2a.detect.generations import GAP, Generations
 from otel_a2a.detect.invariant import (
     is_redundant_get,
     judge_decision,
@@ -18,7 +19,8 @@ from otel_a2a.detect.invariant import (
 )
 from otel_a2a.detect.ledger import LATE, Ledger, Observation, TaskLedger
 from otel_a2a.detect.registry import DEFAULT_HEARTBEAT, CardRegistry
-from otel_a2a.detect.verdict import Verdict
+from otel_a2a.detect.resolutions import Resolution, Resolutions
+from otel_a2a.detect.verdict import DivergenceReason, Evidence, Verdict
 from otel_a2a.protocol.model import CardInfo, Operation, TaskReport
 from otel_a2a.protocol.states import StateClass, TaskState
 
@@ -80,6 +82,8 @@ class Detector:
         ledger: Ledger | None = None,
     ) -> None:
         self.ledger: Ledger = TaskLedger(max_tasks) if ledger is None else ledger
+        self.generations = Generations(max_tasks)
+        self.resolutions = Resolutions(max_tasks)
         self.registry = CardRegistry(
             max_agents,
             default_heartbeat=default_heartbeat,
@@ -89,17 +93,21 @@ class Detector:
     # -- inputs ---------------------------------------------------------------------------------
 
     def on_card(
-        self, card_url: str, card: CardInfo | None, variant: str | None = None
+        self,
+        card_url: str,
+        card: CardInfo | None,
+        variant: str | None = None,
+        now: float | None = None,
     ) -> CardUpdate:
-        """A well-known card response from ``card_url``; ``card`` None for ``304``;
-        ``variant`` the ``A2A-Version`` the fetch asked for (see ``CardRegistry.update``)."""
+        """A well-known card response from ``card_url`` at ``now``; ``card`` None for
+        ``304``; ``variant`` which card the fetch asked for (see ``CardRegistry.update``)."""
         registry = self.registry
         agent = registry.agent_key(card_url)
         if card is None:
             registry.touch_304(agent)
             changed = False
         else:
-            changed = registry.update(agent, card, variant)
+            changed = registry.update(agent, card, variant, now)
         heartbeat, source = registry.heartbeat(agent)
         etag = registry.variant_etag(agent, variant)
         return CardUpdate(agent, etag, changed, heartbeat, source, registry.card(agent))
@@ -134,6 +142,10 @@ class Detector:
         ledger = self.ledger
         for report in reports:
             reading = report.state
+            if report.generation is not None:  # A2A 1.1 peers only
+                late = reading is not None and self._late(report, now)
+                if not late:
+                    self._generation(agent, report, report.generation, verdicts)
             if reading is None:
                 ledger.touch(report.task_id, now)
                 continue
@@ -179,6 +191,43 @@ class Detector:
                 )
             )
         return verdicts
+
+    def _late(self, report: TaskReport, now: float) -> bool:
+        """Whether ``report`` is older than the task's recorded observation by its status
+        timestamp (a frame overtaken by a newer one): its generation says nothing new."""
+        held = self.ledger.get(report.task_id)
+        stamp = report.timestamp
+        return (
+            held is not None
+            and stamp is not None
+            and held.stamp is not None
+            and stamp < held.stamp
+            and len(stamp) == len(held.stamp)
+        )
+
+    def _generation(
+        self, agent: AgentView, report: TaskReport, generation: int, verdicts: list[Verdict]
+    ) -> None:
+        found = self.generations.see(report.task_id, generation, report.kind)
+        if found is None:
+            return
+        reading = report.state
+        reason = (
+            DivergenceReason.GENERATION_GAP
+            if found == GAP
+            else DivergenceReason.GENERATION_REGRESSION
+        )
+        evidence = Evidence(
+            report.task_id,
+            agent.key,
+            reading.state if reading is not None else None,
+            reading.raw if reading is not None else None,
+            0.0,
+            agent.etag,
+            agent.etag,
+            agent.heartbeat,
+        )
+        verdicts.append(Verdict(reason, evidence))
 
     def on_error_reply(self, agent: AgentView, report: TaskReport, now: float) -> bool:
         """An error reply stated the task's state (``report``, kind ``"error-reply"``): record
@@ -238,14 +287,24 @@ class Detector:
         """Judge a liveness decision on the task at ``agent`` (None: where it was observed);
         ``assumes_live=False`` for a decision that assumes the task ended."""
         obs = self.ledger.get(task_id)
-        if agent is None:
-            if obs is None:
-                heartbeat = self.registry.default_heartbeat
-                return judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
+        if agent is None and obs is not None:
             agent = self.agent(obs.agent)
-        return judge_decision(
-            task_id, obs, agent.etag, agent.heartbeat, now, agent.key, assumes_live
-        )
+        if agent is None:
+            heartbeat = self.registry.default_heartbeat
+            verdict = judge_decision(task_id, obs, None, heartbeat, now, None, assumes_live)
+        else:
+            verdict = judge_decision(
+                task_id, obs, agent.etag, agent.heartbeat, now, agent.key, assumes_live
+            )
+        if verdict.reason is not None:
+            self.resolutions.open(task_id, verdict.reason, assumes_live, now)
+        return verdict
+
+    def resolve(self, task_id: str, state: TaskState | None, now: float) -> list[Resolution]:
+        """The divergences of earlier decisions on ``task_id`` that an authoritative
+        observation of ``state`` at ``now`` resolves (``state`` None: the agent answered
+        TaskNotFound); see :mod:`otel_a2a.detect.resolutions`."""
+        return self.resolutions.resolve(task_id, state, now)
 
     def redundant_get(self, task_id: str, agent: AgentView, now: float) -> bool:
         """Whether a ``GetTask`` issued now is redundant; call it before recording its result."""

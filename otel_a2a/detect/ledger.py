@@ -62,7 +62,7 @@ def _kind(state: TaskState, raw: str, exact: bool, source: str) -> Kind:
     Bounded so that a peer inventing spellings cannot grow it; past the bound a node simply
     holds its own kind.
     """
-    key = (state._value_, raw, exact, source)
+    key = (state.value, raw, exact, source)
     shared = _KINDS.get(key)
     if shared is not None:
         return shared

@@ -74,9 +74,27 @@ class _Agent:
     # per card variant (the A2A-Version asked for): its last etag, and the generation it saw
     variants: dict[str | None, tuple[str | None, int]] = field(default_factory=dict)
     generation: int = 0  # how many etag changes this agent went through
+    # etag -> (when last fetched, the max-age it came with): an etag back within its max-age
+    # is a per-caller variant of the card in force, not a redeploy
+    recent: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-_MAX_VARIANTS = 8  # versions a client asks cards for: a handful
+_MAX_VARIANTS = 8  # versions and callers a client asks cards for: a handful
+_MAX_RECENT = 16  # etags remembered per agent for the return rule
+
+
+def _returned(recent: dict[str, tuple[float, float]], etag: str, now: float | None) -> bool:
+    seen = recent.get(etag)
+    return seen is not None and now is not None and now - seen[0] <= seen[1]
+
+
+def _remember(
+    recent: dict[str, tuple[float, float]], etag: str, now: float, max_age: float
+) -> None:
+    recent.pop(etag, None)  # re-inserted last: the oldest first out
+    if len(recent) >= _MAX_RECENT:
+        del recent[next(iter(recent))]
+    recent[etag] = (now, max_age)
 
 
 class CardRegistry:
@@ -144,15 +162,21 @@ class CardRegistry:
 
     # -- cards ----------------------------------------------------------------------------------
 
-    def update(self, agent: str, card: CardInfo, variant: str | None = None) -> bool:
+    def update(
+        self, agent: str, card: CardInfo, variant: str | None = None, now: float | None = None
+    ) -> bool:
         """Record a fetched card; True when its etag differs from a previously known one.
 
-        ``variant`` is the ``A2A-Version`` the fetch asked for. A server may serve one card
-        per version, each with its own ETag (@a2a-js/sdk in compatibility mode, ``Vary:
-        A2A-Version``): a card is compared with the last one of its own variant only, and
-        a variant seen for the first time is no change. One redeploy changes every
-        variant: the first to show it reports the change (a new generation, its etag in
-        force); the others, fetched later, catch up silently.
+        ``variant`` is which card the fetch asked for (``A2ARequest.card_variant``: the
+        ``A2A-Version``, and the caller's credentials as a digest). A server may serve one
+        card per version (@a2a-js/sdk in compatibility mode, ``Vary: A2A-Version``) or per
+        caller (a2a-sdk's ``card_modifier``), each with its own ETag: a card is compared with
+        the last one of its own variant only, and a variant seen for the first time is no
+        change. An etag that comes back within the max-age it was served with (``now``, a
+        monotonic time, given) is no change either: the server alternates per-caller cards
+        on something the request does not show. One redeploy changes every variant: the
+        first to show it reports the change (a new generation, its etag in force); the
+        others, fetched later, catch up silently.
         """
         with self._lock:
             entry = self._agents.get(agent)
@@ -164,7 +188,12 @@ class CardRegistry:
             changed = False
             if not entry.variants:
                 entry.etag = card.etag  # the first card of this agent
-            elif known is not None and known[0] != card.etag and known[1] == entry.generation:
+            elif (
+                known is not None
+                and known[0] != card.etag
+                and known[1] == entry.generation
+                and not _returned(entry.recent, card.etag, now)
+            ):
                 changed = known[0] is not None
                 entry.generation += 1
                 entry.etag = card.etag
@@ -174,6 +203,8 @@ class CardRegistry:
             elif len(variants) >= _MAX_VARIANTS:
                 del variants[next(iter(variants))]
             variants[variant] = (card.etag, entry.generation)
+            if now is not None and card.max_age:
+                _remember(entry.recent, card.etag, now, card.max_age)
             entry.card = card
             self._set_routes(agent, entry, card)
             # resolved here, under the lock: a lazy cache could store the previous card's value

@@ -21,6 +21,8 @@ class DivergenceReason(str, Enum):
     TASK_LOST = "task_lost"
     CROSS_RUNTIME_CONFLICT = "cross_runtime_conflict"
     RENORMALIZED_STATE = "renormalized_state"
+    GENERATION_GAP = "generation_gap"
+    GENERATION_REGRESSION = "generation_regression"
 
 
 class Evidence(NamedTuple):

@@ -42,50 +42,49 @@ warning and fall back to the default.
 
 from __future__ import annotations
 
-import importlib.util
-import logging
-import sys
 import threading
 from collections.abc import Collection
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from wrapt import register_post_import_hook
 
-from otel_a2a.instrumentation import collection, libraries, own_spans, runtime
+from otel_a2a.instrumentation import runtime, server
 from otel_a2a.instrumentation.config import load_settings
 from otel_a2a.instrumentation.decision import liveness_decision
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+from otel_a2a.instrumentation.libraries import PATCHES, OnImport
 from otel_a2a.instrumentation.providers import (
     attach_processor,
     finish_before_exit,
     shut_down_after_the_application,
 )
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.instrumentation.runtime import Runtime
 from otel_a2a.locks import fork_safe
 from otel_a2a.package import _instruments
 
+if TYPE_CHECKING:
+    from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+
 __all__ = [
     "A2AInstrumentor",
     "DivergenceSpanProcessor",
+    "grpc_aio_interceptors",
     "instrument_grpc_channel",
     "liveness_decision",
 ]
 
 
-_log = logging.getLogger("otel_a2a")
-_toggle_lock = threading.RLock()  # instrument()/uninstrument(), re-entered by instrument()
-
-
 class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instruments ``Client.send`` and ``AsyncClient.send`` of httpx, and of httpx2 when it is
-    installed, for A2A traffic, each once imported (``libraries``); and grpcio's channel
-    factories when grpcio is installed, once imported (``_grpc_attach``). Only httpx is a
-    dependency (``instrumentation_dependencies``)."""
+    installed, for A2A traffic, and grpcio's channel factories when grpcio is installed, each
+    once imported (``libraries``). None of them is required: ``instrumentation_dependencies``
+    is empty, ``instruments-any`` lists them."""
 
     _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
+    # instrument()/uninstrument(), re-entered by instrument()
+    _toggle_lock: ClassVar[threading.RLock] = threading.RLock()
+    _libraries: ClassVar[OnImport] = OnImport(PATCHES)  # the process's patches
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -99,13 +98,13 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             kwargs.get(k) is not None
             for k in ("tracer_provider", "meter_provider", "logger_provider")
         )
-        with _toggle_lock:
+        with A2AInstrumentor._toggle_lock:
             if named and self._implicit and self.is_instrumented_by_opentelemetry:
                 self.uninstrument()
             super().instrument(**kwargs)
 
     def uninstrument(self, **kwargs: Any) -> None:
-        with _toggle_lock:
+        with A2AInstrumentor._toggle_lock:
             super().uninstrument(**kwargs)
 
     def _instrument(self, **kwargs: Any) -> None:
@@ -124,83 +123,46 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             rt.setup_pending = "attach"
         runtime.install(rt)
         finish_before_exit()  # and again when the processor is attached to a provider
-        libraries.attach()  # httpx and httpx2, each when imported
-        _grpc_attach()
+        A2AInstrumentor._libraries.attach()
+        server.attach(rt)  # a2a-sdk's server side, when imported
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        libraries.detach()
-        _grpc_detach()
-        collection.drain()  # what this runtime deferred, before the next one
+        server.detach()
+        A2AInstrumentor._libraries.detach()
+        GUARD.drain()  # what this runtime deferred, before the next one
         runtime.install(None)
-        own_spans.forget()
 
 
-# grpcio (optional) is patched once imported, as httpx is (``libraries``): at ``instrument()``
-# when the application imported it already, else by an import hook; not installed, nothing.
-_grpc_lock = threading.RLock()  # never held while importing: the hook takes it
-_grpc_state = {"active": False, "patched": False, "hooked": False}
-fork_safe(sys.modules[__name__], "_toggle_lock", "_grpc_lock")
-
-
-def _grpc_attach() -> None:
-    with _grpc_lock:
-        _grpc_state["active"] = True
-        if sys.modules.get("grpc") is not None:
-            _grpc_patch()
-        elif not _grpc_state["hooked"] and _installed("grpc"):
-            _grpc_state["hooked"] = True
-            register_post_import_hook(_grpc_imported, "grpc")
-
-
-def _installed(name: str) -> bool:
-    """Importable, without importing it (a ``None`` in ``sys.modules`` blocks an import)."""
-    if name in sys.modules:
-        return sys.modules[name] is not None
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _grpc_imported(module: ModuleType) -> None:
-    with _grpc_lock:
-        _grpc_state["hooked"] = False
-        if _grpc_state["active"]:
-            _grpc_patch()
-
-
-def _grpc_patch() -> None:
-    if _grpc_state["patched"]:
-        return
-    try:
-        from otel_a2a.instrumentation import grpc_client
-
-        grpc_client.patch()
-    except Exception as exc:  # an unsupported grpcio: gRPC goes unobserved, said once
-        rt = runtime.current()
-        if rt is not None:
-            rt.error(exc)
-        _log.warning("otel-a2a: grpc could not be instrumented (%s: %s)", type(exc).__name__, exc)
-        return
-    _grpc_state["patched"] = True
-
-
-def _grpc_detach() -> None:
-    with _grpc_lock:
-        _grpc_state["active"] = False
-        if _grpc_state["patched"]:
-            from otel_a2a.instrumentation import grpc_client
-
-            grpc_client.unpatch()
-            _grpc_state["patched"] = False
+fork_safe(A2AInstrumentor, "_toggle_lock")
 
 
 def instrument_grpc_channel(channel: Any, target: str) -> Any:
-    """Add otel-a2a's interceptors to a gRPC channel created before ``instrument()`` (or by a
-    ``grpc_channel_factory`` captured before it): a ``grpc.Channel`` comes back wrapped (use
-    the channel returned), a ``grpc.aio.Channel`` is marked in place. ``target`` is the
-    address the channel was created with (``host:port``), which attributes its calls to the
-    agent whose card names it. Channels created while instrumented have them already."""
+    """Add otel-a2a's interceptor to a sync gRPC channel created before ``instrument()`` (or
+    by a ``grpc_channel_factory`` captured before it): the channel comes back wrapped by
+    ``grpc.intercept_channel`` (use the channel returned). ``target`` is the address the
+    channel was created with (``host:port``), which attributes its calls to the agent whose
+    card names it. A ``grpc.aio`` channel cannot get interceptors once made (grpcio has no
+    public way): make it with :func:`grpc_aio_interceptors`. Channels created while
+    instrumented have them already."""
     from otel_a2a.instrumentation import grpc_client
 
     return grpc_client.instrument_channel(channel, target)
+
+
+def grpc_aio_interceptors(target: str) -> list[Any]:
+    """otel-a2a's interceptors for a ``grpc.aio`` channel to ``target`` (``host:port``) made
+    before ``instrument()``: pass them first, ``grpc.aio.insecure_channel(target,
+    interceptors=grpc_aio_interceptors(target))``. They observe nothing until instrumented."""
+    from otel_a2a.instrumentation import grpc_client
+
+    return list(grpc_client.aio_interceptors(target))
+
+
+def __getattr__(name: str) -> Any:
+    """``DivergenceSpanProcessor`` subclasses the SDK's ``SpanProcessor``: imported on first
+    use, so that the instrumentation imports where the application runs no SDK."""
+    if name == "DivergenceSpanProcessor":
+        from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+
+        return DivergenceSpanProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import uuid
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
@@ -15,9 +17,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import TaskStateDivergenceError, Verdict, assumes_live
-from otel_a2a.instrumentation import collection, own_spans, runtime
+from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation.reentry import GUARD, REENTRANT
 
 F = TypeVar("F", bound=Callable[..., Any])
+_log = logging.getLogger("otel_a2a")
+INVALID_ARGUMENT = "invalid_decision_argument"  # error.type of a decision refused for its types
 
 # The decisions entered and not yet exited in this context, innermost last: one instance may be
 # entered again while open (nested, or by concurrent asyncio tasks, each in its own context),
@@ -28,7 +33,7 @@ _OPEN: ContextVar[tuple[tuple[object, Span, Token[Context]], ...]] = ContextVar(
 
 
 class liveness_decision:
-    """Open an ``liveness_decision`` span and judge the decision before the block runs.
+    """Open a ``liveness_decision`` span and judge the decision before the block runs.
 
     Usable as ``with``/``async with`` block and as a decorator of sync or async functions.
     In ``enforce`` mode (``OTEL_A2A_MODE=enforce``) a divergent decision raises
@@ -52,30 +57,37 @@ class liveness_decision:
         rt = runtime.current()
         if rt is None:
             return self
-        if not collection.enter():  # inside otel-a2a's own work: not judged (see there)
-            collection.defer(functools.partial(rt.error, collection.REENTRANT))
+        if not GUARD.enter():  # inside otel-a2a's own work: not judged (see there)
+            GUARD.defer(functools.partial(rt.error, REENTRANT))
             return self
         try:
-            agent = rt.resolve_agent(self.task_id, self.agent)
+            task_id, assumed_state = (
+                _text(rt, "task_id", self.task_id),
+                _text(rt, "assumed_state", self.assumed_state),
+            )
+            if task_id is None or assumed_state is None:
+                return self  # refused, warned and counted: the block runs unjudged
+            agent = rt.resolve_agent(task_id, self.agent)
             peer = rt.peer_of(agent)
             attributes: dict[str, str | bool] = {
                 sc.LIVENESS_DECISION: True,
-                sc.TASK_ID: self.task_id,
-                sc.ASSUMED_STATE: self.assumed_state,
+                sc.TASK_ID: task_id,
+                sc.ASSUMED_STATE: assumed_state,
             }
             if agent != runtime.UNKNOWN_AGENT:  # a URL, or nothing
                 attributes[sc.AGENT_URL] = agent
             if peer.etag is not None:
                 attributes[sc.CARD_ETAG] = peer.etag
-            name = sc.span_name(sc.OP_DECISION)
-            span = own_spans.start(rt.tracer, name, SpanKind.INTERNAL, attributes)
+            span = rt.tracer.start_span(
+                sc.span_name(sc.OP_DECISION), kind=SpanKind.INTERNAL, attributes=attributes
+            )
             # this entry's own verdict: another thread may enter the same instance meanwhile
             verdict = rt.decide(
                 span,
-                self.task_id,
+                task_id,
                 peer,
                 sc.OP_DECISION,
-                assumes_live=assumes_live(self.assumed_state),
+                assumes_live=assumes_live(assumed_state),
             )
             self.verdict = verdict  # the latest, for the caller to read
             token = context.attach(trace.set_span_in_context(span))
@@ -85,7 +97,7 @@ class liveness_decision:
             rt.error(exc)
             return self
         finally:
-            collection.leave()
+            GUARD.leave()
         if rt.settings.enforce and not verdict.ok:
             error = TaskStateDivergenceError(verdict)
             self.__exit__(type(error), error, None)
@@ -114,7 +126,7 @@ class liveness_decision:
         try:
             if exc_type is not None:
                 span.set_status(Status(StatusCode.ERROR, exc_type.__qualname__))
-            own_spans.end(span)  # runs every span processor, the application's too
+            span.end()  # runs every span processor, the application's too
         except Exception as err:
             rt = runtime.current()
             if rt is not None:
@@ -150,3 +162,25 @@ class liveness_decision:
                 return func(*args, **kwargs)
 
         return cast(F, wrapper)
+
+
+def _text(rt: runtime.Runtime, name: str, value: object) -> str | None:
+    """``value`` as the text an attribute of the decision span holds: a string as it is, a
+    ``uuid.UUID`` or an integer as its ``str`` (ids are often kept as such); anything else
+    is refused (None), with one warning per argument (per runtime) and a count: a value of
+    another type would cost the application the spans exported with it (an exporter refuses
+    the batch)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, uuid.UUID) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    rt.error(INVALID_ARGUMENT)
+    if name not in rt.warned:
+        rt.warned.add(name)
+        _log.warning(
+            "otel-a2a: liveness_decision(%s=...) takes a str (or a UUID or an int), not %s: "
+            "the decision is not judged",
+            name,
+            type(value).__name__,
+        )
+    return None

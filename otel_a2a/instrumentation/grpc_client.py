@@ -1,13 +1,14 @@
 """grpcio clients: A2A over gRPC observed like A2A over HTTP.
 
 ``A2AInstrumentor`` wraps ``grpc.insecure_channel``/``secure_channel`` and their ``grpc.aio``
-twins (as opentelemetry-instrumentation-grpc does): every channel made while instrumented is
-observed, knowing its target (the agent's ``host:port``, which a card's gRPC interface URL
-names). The A2A methods of an aio channel take two grpc.aio interceptors, first in line; a
-sync channel is wrapped (:class:`A2AChannel`: grpc's sync interceptor layer costs every call
-tens of µs). A channel made before ``instrument()`` is observed through
-:func:`instrument_channel`. Only methods of the A2A service are observed; any other method
-pays one prefix test when its multi-callable is made, and nothing per call.
+twins, as opentelemetry-instrumentation-grpc does, and gives every channel made while
+instrumented otel-a2a's interceptors through grpcio's public API: a sync channel comes back
+from ``grpc.intercept_channel``, an aio channel is made with them first in its
+``interceptors=``. Each interceptor knows the channel's target (the agent's ``host:port``,
+which a card's gRPC interface URL names). A channel made before ``instrument()`` is observed
+through :func:`instrument_channel` (sync) or made with :func:`aio_interceptors` (aio). Only
+methods of the A2A service are observed; any other method goes straight to the next
+interceptor after one prefix test.
 
 The application's call objects are never replaced by ours: a unary call and its outcome go
 back as grpc made them (observed through a done callback, or by awaiting the same call), a
@@ -20,26 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import grpc.aio
 from opentelemetry import context, trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-from wrapt import ObjectProxy, register_post_import_hook, wrap_function_wrapper
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from wrapt import ObjectProxy, wrap_function_wrapper
 
-from otel_a2a.instrumentation import collection, runtime
+from otel_a2a.instrumentation import late_setup, runtime
 from otel_a2a.instrumentation.grpc_exchange import GrpcExchange
-from otel_a2a.instrumentation.httpx_client import (
-    _late_setup_guarded,
-    _late_setup_off_the_loop,
-    _setup_due,
-)
+from otel_a2a.instrumentation.reentry import GUARD, REENTRANT
 from otel_a2a.protocol import grpc as wire
 
+_log = logging.getLogger("otel_a2a")
 _PREFIXES_STR = wire.PREFIXES
 _PREFIXES_BYTES = tuple(p.encode("ascii") for p in wire.PREFIXES)
 _OK = grpc.StatusCode.OK
@@ -67,8 +65,8 @@ def _open(
 ) -> GrpcExchange | None:
     """The exchange of an A2A call, its implicit decisions judged; None for a call that is
     not A2A after all or one made inside otel-a2a's own work (counted). Never raises."""
-    if not collection.enter():
-        collection.defer(functools.partial(rt.error, collection.REENTRANT))
+    if not GUARD.enter():
+        GUARD.defer(functools.partial(rt.error, REENTRANT))
         return None
     try:
         if isinstance(method, bytes):
@@ -83,7 +81,7 @@ def _open(
         rt.error(exc)
         return None
     finally:
-        collection.leave()
+        GUARD.leave()
     _guarded(exchange, exchange.before_send)
     return exchange
 
@@ -91,15 +89,15 @@ def _open(
 def _guarded(exchange: GrpcExchange, work: Callable[..., None], *args: Any, **kw: Any) -> None:
     """``work`` as otel-a2a's work in this thread; met inside that work (a finaliser), it
     runs at the next drain."""
-    if not collection.enter():
-        collection.defer(functools.partial(work, *args, **kw))
+    if not GUARD.enter():
+        GUARD.defer(functools.partial(work, *args, **kw))
         return
     try:
         work(*args, **kw)
     except Exception as exc:
         exchange.rt.error(exc)
     finally:
-        collection.leave()
+        GUARD.leave()
 
 
 def _end_with(exchange: GrpcExchange, failure: BaseException) -> None:
@@ -114,7 +112,7 @@ def _end_with(exchange: GrpcExchange, failure: BaseException) -> None:
             exchange.rt.error(exc)
     elif _is_cancellation(failure):
         code = _CANCELLED
-    _guarded(exchange, exchange.finish, code, details, trailing, failure)
+    _guarded(exchange, exchange.end, code, details, trailing, failure)
 
 
 def _is_cancellation(failure: BaseException) -> bool:
@@ -130,8 +128,8 @@ async def _aio_call(
     """(exchange, call): the call made under the exchange's span, or (None, call) for a call
     that is not observed (not an A2A method, not instrumented, or not recognised)."""
     rt = _current() if _a2a_method(details.method) else None
-    if rt is not None and _setup_due(rt):
-        await _late_setup_off_the_loop(rt)
+    if rt is not None and late_setup.due(rt):
+        await late_setup.run_async(rt)
     exchange = None
     if rt is not None:
         metadata = details.metadata
@@ -199,7 +197,7 @@ def _aio_stream_done(exchange: GrpcExchange, call: Any) -> None:
     """A cancelled stream ends its span now: its reader may never come back."""
     try:
         if call.cancelled():
-            _guarded(exchange, exchange.finish, _CANCELLED)
+            _guarded(exchange, exchange.end, _CANCELLED)
     except Exception as exc:
         exchange.rt.error(exc)
 
@@ -211,12 +209,12 @@ async def _aio_messages(exchange: GrpcExchange, call: Any) -> AsyncIterator[Any]
             _guarded(exchange, exchange.on_message, message)
             yield message
     except GeneratorExit:  # the reader stopped (closed or collected): no status to read
-        _guarded(exchange, exchange.finish)
+        _guarded(exchange, exchange.end)
         raise
     except BaseException as exc:
         _end_with(exchange, exc)
         raise
-    _guarded(exchange, exchange.finish, _OK)
+    _guarded(exchange, exchange.end, _OK)
 
 
 # -- grpc (sync) ------------------------------------------------------------------------------
@@ -245,32 +243,49 @@ def _replay(items: list[Any], failure: Exception) -> Iterator[Any]:
     raise failure
 
 
-def _with_metadata(
-    args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
-    """(metadata to read, args, kwargs) of a multi-callable's ``(request, timeout, metadata,
-    ...)`` call, the arguments unchanged unless the metadata had to be read once (``_shared``)."""
-    if "metadata" in kwargs:
-        ours, theirs = _shared(kwargs["metadata"])
-        if theirs is not kwargs["metadata"]:
-            kwargs = {**kwargs, "metadata": theirs}
-    elif len(args) > 2:
-        ours, theirs = _shared(args[2])
-        if theirs is not args[2]:
-            args = (*args[:2], theirs, *args[3:])
-    else:
-        ours = None
-    return ours, args, kwargs
+class _CallDetails(NamedTuple):
+    """A sync call's details with the metadata read once (``_shared``): grpc reads any
+    object with these fields (opentelemetry-instrumentation-grpc makes its own alike)."""
+
+    method: str
+    timeout: float | None
+    metadata: Any
+    credentials: Any
+    wait_for_ready: bool | None
+    compression: Any
 
 
-def _under_span(
-    exchange: GrpcExchange, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    """``call(*args, **kwargs)`` with the exchange's span current (an inner instrumentation's
-    span is its child); what it raises ends the exchange, then goes on to the application."""
+grpc.ClientCallDetails.register(_CallDetails)
+
+
+def _sync_open(
+    origin: str, details: Any, request: Any, streaming: bool
+) -> tuple[GrpcExchange | None, Any]:
+    """(exchange or None, the call details as they must go on to grpc)."""
+    rt = _current() if _a2a_method(details.method) else None
+    if rt is None:
+        return None, details
+    if late_setup.due(rt):
+        late_setup.run(rt)
+    ours, theirs = _shared(details.metadata)
+    if theirs is not details.metadata:
+        details = _CallDetails(
+            details.method,
+            details.timeout,
+            theirs,
+            getattr(details, "credentials", None),
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+    return _open(rt, origin, details.method, ours, request, streaming), details
+
+
+def _under_span(exchange: GrpcExchange, call: Callable[[], Any]) -> Any:
+    """``call()`` with the exchange's span current (an inner instrumentation's span is its
+    child); what it raises ends the exchange, then goes on to the application."""
     token = context.attach(trace.set_span_in_context(exchange.span))
     try:
-        return call(*args, **kwargs)
+        return call()
     except BaseException as exc:
         _end_with(exchange, exc)
         raise
@@ -278,80 +293,40 @@ def _under_span(
         context.detach(token)
 
 
-class _Callable:
-    """A multi-callable of an A2A method on a sync channel: the channel's own one, called as
-    the application calls it, its call observed around it."""
+class SyncInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    """otel-a2a's interceptor of a sync channel (``grpc.intercept_channel``)."""
 
-    __slots__ = ("_inner", "_method", "_origin")
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
 
-    def __init__(self, inner: Any, method: str, origin: str) -> None:
-        self._inner = inner
-        self._method = method
-        self._origin = origin
-
-    def _start(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[GrpcExchange | None, tuple[Any, ...], dict[str, Any]]:
-        """(exchange or None, the call's arguments as they must go on to grpc)."""
-        rt = _current()
-        if rt is None:
-            return None, args, kwargs
-        if _setup_due(rt):
-            _late_setup_guarded(rt)
-        metadata, args, kwargs = _with_metadata(args, kwargs)
-        exchange = _open(
-            rt,
-            self._origin,
-            self._method,
-            metadata,
-            args[0] if args else kwargs.get("request"),
-            type(self) is _StreamCallable,
-        )
-        return exchange, args, kwargs
-
-
-class _UnaryCallable(_Callable):
-    __slots__ = ()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        exchange, args, kwargs = self._start(args, kwargs)
+    def intercept_unary_unary(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        exchange, details = _sync_open(self.origin, client_call_details, request, False)
         if exchange is None:
-            return self._inner(*args, **kwargs)
-        response = _under_span(exchange, self._inner, args, kwargs)
-        _guarded(exchange, exchange.reply, response, _OK)
-        return response
-
-    def with_call(self, *args: Any, **kwargs: Any) -> Any:
-        exchange, args, kwargs = self._start(args, kwargs)
-        if exchange is None:
-            return self._inner.with_call(*args, **kwargs)
-        response, call = _under_span(exchange, self._inner.with_call, args, kwargs)
-        _guarded(exchange, exchange.reply, response, _OK)
-        return response, call
-
-    def future(self, *args: Any, **kwargs: Any) -> Any:
-        exchange, args, kwargs = self._start(args, kwargs)
-        if exchange is None:
-            return self._inner.future(*args, **kwargs)
-        future = _under_span(exchange, self._inner.future, args, kwargs)
+            return continuation(details, request)
+        # a blocking call's outcome is done: the callback runs now, in this thread
+        outcome = _under_span(exchange, lambda: continuation(details, request))
         try:
-            future.add_done_callback(functools.partial(_sync_unary_done, exchange))
+            outcome.add_done_callback(functools.partial(_sync_unary_done, exchange))
         except Exception as exc:
             exchange.rt.error(exc)
-        return future
+            _guarded(exchange, exchange.end)
+        return outcome
 
-    def __getattr__(self, name: str) -> Any:  # anything else a multi-callable has
-        return getattr(self._inner, name)
-
-
-class _StreamCallable(_Callable):
-    __slots__ = ()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        exchange, args, kwargs = self._start(args, kwargs)
+    def intercept_unary_stream(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        exchange, details = _sync_open(self.origin, client_call_details, request, True)
         if exchange is None:
-            return self._inner(*args, **kwargs)
-        call = _under_span(exchange, self._inner, args, kwargs)
+            return continuation(details, request)
+        call = _under_span(exchange, lambda: continuation(details, request))
+        if not hasattr(call, "__next__"):  # a failed start: grpc hands its error back
+            if isinstance(call, BaseException):
+                _end_with(exchange, call)
+            else:
+                _guarded(exchange, exchange.end)
+            return call
         # what an inner instrumentation returns may be a bare iterator (opentelemetry-
         # instrumentation-grpc's generator): then its end is seen by reading only
         add_done_callback = getattr(call, "add_done_callback", None)
@@ -362,55 +337,12 @@ class _StreamCallable(_Callable):
                 exchange.rt.error(exc)
         return SyncStream(call, exchange)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class A2AChannel(grpc.Channel):  # type: ignore[misc]
-    """A sync channel whose A2A methods are observed. Not an interceptor: grpc's interceptor
-    layer costs every call of the channel tens of µs; here a method that is not A2A gets the
-    channel's own multi-callable (one prefix test when the stub is made, nothing per call)
-    and an A2A one a thin wrapper of it."""
-
-    def __init__(self, channel: Any, origin: str) -> None:
-        self._channel = channel
-        self._origin = origin
-
-    def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        inner = self._channel.unary_unary(method, *args, **kwargs)
-        return _UnaryCallable(inner, method, self._origin) if _a2a_method(method) else inner
-
-    def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        inner = self._channel.unary_stream(method, *args, **kwargs)
-        return _StreamCallable(inner, method, self._origin) if _a2a_method(method) else inner
-
-    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return self._channel.stream_unary(method, *args, **kwargs)
-
-    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return self._channel.stream_stream(method, *args, **kwargs)
-
-    def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
-        self._channel.subscribe(callback, try_to_connect=try_to_connect)
-
-    def unsubscribe(self, callback: Any) -> None:
-        self._channel.unsubscribe(callback)
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> A2AChannel:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._channel.close()
-
 
 def _sync_unary_done(exchange: GrpcExchange, future: Any) -> None:
     """The unary outcome, in the calling thread (blocking call) or grpc's (``future()``)."""
     try:
         if future.cancelled():
-            _guarded(exchange, exchange.finish, _CANCELLED)
+            _guarded(exchange, exchange.end, _CANCELLED)
             return
         failure = future.exception()
         if failure is not None:
@@ -419,13 +351,13 @@ def _sync_unary_done(exchange: GrpcExchange, future: Any) -> None:
         _guarded(exchange, exchange.reply, future.result(), _OK)
     except Exception as exc:
         exchange.rt.error(exc)
-        _guarded(exchange, exchange.finish)
+        _guarded(exchange, exchange.end)
 
 
 def _sync_stream_done(exchange: GrpcExchange, call: Any) -> None:
     try:
         if call.cancelled():
-            _guarded(exchange, exchange.finish, _CANCELLED)
+            _guarded(exchange, exchange.end, _CANCELLED)
     except Exception as exc:
         exchange.rt.error(exc)
 
@@ -451,7 +383,7 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
         try:
             message = next(self.__wrapped__)
         except StopIteration:
-            _guarded(exchange, exchange.finish, _OK)
+            _guarded(exchange, exchange.end, _OK)
             raise
         except BaseException as exc:
             _end_with(exchange, exc)
@@ -466,7 +398,7 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
 
     def __del__(self) -> None:  # dropped unread: its span ends at the next drain
         try:  # noqa: SIM105 - a finaliser must not raise
-            collection.defer(self._self_exchange.finish)
+            GUARD.defer(self._self_exchange.end)
         except Exception:
             pass
 
@@ -474,48 +406,31 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
 # -- channels --------------------------------------------------------------------------------
 
 
-def instrument_channel(channel: Any, target: str) -> Any:
-    """A channel created before ``instrument()`` (or by a factory captured before it), with
-    otel-a2a's observation: a ``grpc.Channel`` comes back wrapped (use the returned one), a
-    ``grpc.aio.Channel`` is marked in place and returned. ``target`` is the address it was
-    created with (``host:port``)."""
-    if isinstance(channel, grpc.aio.Channel):
-        _mark(channel, target)
-        return channel
-    return A2AChannel(channel, wire.channel_origin(target))
-
-
-# An aio channel is marked with its interceptors (an attribute of its own); the aio
-# ``Channel.unary_unary``/``unary_stream`` are wrapped while instrumented to put them first on
-# the multi-callables of A2A methods of a marked channel only. Other methods keep the
-# channel's own interceptor list: with none, grpc.aio calls them without its interceptor
-# machinery, which would otherwise cost every call of the channel.
-_MARK = "_otel_a2a_interceptors"
-
-
-def _mark(channel: Any, target: str) -> None:
+def aio_interceptors(target: str) -> list[grpc.aio.ClientInterceptor]:
+    """otel-a2a's interceptors of a ``grpc.aio`` channel to ``target`` (``host:port``), to
+    pass first in its ``interceptors=`` (channels made while instrumented have them)."""
     origin = wire.channel_origin(target)
-    setattr(channel, _MARK, (AioUnaryUnary(origin), AioUnaryStream(origin)))
+    return [AioUnaryUnary(origin), AioUnaryStream(origin)]
 
 
-def _aio_multicallable(index: int) -> Callable[..., Any]:
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        callable_ = wrapped(*args, **kwargs)
-        ours = getattr(instance, _MARK, None)
-        method = args[0] if args else kwargs.get("method")
-        if ours is None or not _a2a_method(method):
-            return callable_
-        try:
-            # first: the outermost interceptor, so our span is the parent of any other
-            # instrumentation's (opentelemetry-instrumentation-grpc's) whatever came first
-            callable_._interceptors = [ours[index], *(callable_._interceptors or ())]
-        except Exception as exc:
-            _count(exc)
-        return callable_
-
-    return wrapper
+def instrument_channel(channel: Any, target: str) -> Any:
+    """A sync channel created before ``instrument()`` (or by a factory captured before it),
+    with otel-a2a's interceptor (use the returned one); ``target`` is the address it was
+    created with (``host:port``). grpcio has no public way to add interceptors to an aio
+    channel once made: one is returned as it is, with one warning (make it with
+    :func:`aio_interceptors` instead)."""
+    if isinstance(channel, grpc.aio.Channel):
+        rt = runtime.current()
+        if rt is not None:
+            rt.error("aio_channel_not_instrumentable")
+            if "aio_channel" not in rt.warned:
+                rt.warned.add("aio_channel")
+                _log.warning(
+                    "otel-a2a: a grpc.aio channel cannot get interceptors once made; create it "
+                    "with interceptors=otel_a2a.grpc_aio_interceptors(target)"
+                )
+        return channel
+    return grpc.intercept_channel(channel, SyncInterceptor(wire.channel_origin(target)))
 
 
 def _target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -527,22 +442,43 @@ def _sync_channel(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     channel = wrapped(*args, **kwargs)
+    if runtime.current() is None:  # a wrapper another instrumentation restored after ours
+        return channel
     try:
-        return A2AChannel(channel, wire.channel_origin(_target(args, kwargs)))
+        origin = wire.channel_origin(_target(args, kwargs))
+        return grpc.intercept_channel(channel, SyncInterceptor(origin))
     except Exception as exc:
         _count(exc)
         return channel
 
 
-def _aio_channel(
-    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    channel = wrapped(*args, **kwargs)
-    try:
-        _mark(channel, _target(args, kwargs))
-    except Exception as exc:
-        _count(exc)
-    return channel
+# where each aio factory takes ``interceptors`` when given by position
+_AIO_INTERCEPTORS_AT = {"insecure_channel": 3, "secure_channel": 4}
+
+
+def _aio_channel(at: int) -> Callable[..., Any]:
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        try:
+            given = args[at] if len(args) > at else kwargs.get("interceptors")
+            # not when not instrumented (a wrapper another instrumentation restored after
+            # ours), nor twice (ours wrapped twice, through another instrumentation's)
+            if runtime.current() is not None and not any(
+                isinstance(i, AioUnaryUnary) for i in given or ()
+            ):
+                # first: the outermost interceptor, so our span is the parent of any other
+                # instrumentation's given to this factory
+                ours = [*aio_interceptors(_target(args, kwargs)), *(given or ())]
+                if len(args) > at:
+                    args = (*args[:at], ours, *args[at + 1 :])
+                else:
+                    kwargs = {**kwargs, "interceptors": ours}
+        except Exception as exc:
+            _count(exc)
+        return wrapped(*args, **kwargs)
+
+    return wrapper
 
 
 def _count(exc: BaseException) -> None:
@@ -551,72 +487,15 @@ def _count(exc: BaseException) -> None:
         rt.error(exc)
 
 
-_CHANNEL_FACTORIES = ("insecure_channel", "secure_channel")
-_MULTICALLABLES = ("unary_unary", "unary_stream")  # in the order of a mark's interceptors
-
-
-def _aio_channel_type() -> type:
-    """grpc.aio's channel class (``grpc.aio.Channel`` is its abstract base)."""
-    from grpc.aio._channel import Channel
-
-    channel_type: type = Channel
-    return channel_type
-
-
-# opentelemetry-instrumentation-grpc: its sync channel factory wraps what the factory it
-# patched returned, so when it was instrumented after otel-a2a its interceptor would run
-# before ours and our span would be its child. Its module's ``intercept_channel`` (the name
-# its wrapper calls) is wrapped to put its interceptor inside ours instead.
-_OTEL_GRPC = "opentelemetry.instrumentation.grpc"
-_patched = False
-
-
-def patch() -> None:
-    global _patched
-    for name in _CHANNEL_FACTORIES:
+def patch() -> Callable[[], None]:
+    """Wrap the channel factories; returns what unwraps them."""
+    for name, at in _AIO_INTERCEPTORS_AT.items():
         wrap_function_wrapper(grpc, name, _sync_channel)
-        wrap_function_wrapper(grpc.aio, name, _aio_channel)
-    for index, name in enumerate(_MULTICALLABLES):
-        wrap_function_wrapper(_aio_channel_type(), name, _aio_multicallable(index))
-    _patched = True
-    module = sys.modules.get(_OTEL_GRPC)
-    if module is not None:
-        _order_otel_grpc(module)
-    else:
-        register_post_import_hook(_order_otel_grpc, _OTEL_GRPC)
+        wrap_function_wrapper(grpc.aio, name, _aio_channel(at))
+    return unpatch
 
 
 def unpatch() -> None:
-    global _patched
-    from opentelemetry.instrumentation.utils import unwrap
-
-    _patched = False
-    for name in _CHANNEL_FACTORIES:
+    for name in _AIO_INTERCEPTORS_AT:
         unwrap(grpc, name)
         unwrap(grpc.aio, name)
-    for name in _MULTICALLABLES:
-        unwrap(_aio_channel_type(), name)
-    module = sys.modules.get(_OTEL_GRPC)
-    if module is not None and hasattr(getattr(module, "intercept_channel", None), "__wrapped__"):
-        unwrap(module, "intercept_channel")
-
-
-def _order_otel_grpc(module: Any) -> None:
-    """Wrap the other instrumentation's ``intercept_channel`` (once, while instrumented)."""
-    try:
-        current = getattr(module, "intercept_channel", None)
-        if _patched and current is not None and not hasattr(current, "__wrapped__"):
-            wrap_function_wrapper(module, "intercept_channel", _inside_ours)
-    except Exception as exc:
-        _count(exc)
-
-
-def _inside_ours(
-    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    """``intercept_channel(channel, *interceptors)`` of opentelemetry-instrumentation-grpc:
-    given a channel of ours, its interceptors go on the channel inside ours."""
-    channel = args[0] if args else None
-    if not isinstance(channel, A2AChannel):
-        return wrapped(*args, **kwargs)
-    return A2AChannel(wrapped(channel._channel, *args[1:], **kwargs), channel._origin)

@@ -1,12 +1,12 @@
-"""Which libraries of the httpx API are wrapped, and when.
+"""Patching each instrumented library as soon as it is imported, and only then.
 
-httpx (a dependency) and httpx2 (Pydantic's continuation of httpx, never required) are each
-wrapped as soon as they are imported: at ``instrument()`` if they are already, otherwise by an
-import hook when the application imports them. Nothing here imports either, so an application
-that makes ``import httpx`` give httpx2 (``httpx2.alias_httpx()``, which httpx2 refuses once
-anything imported httpx) may still do so after ``OTEL_A2A_ENABLED`` instrumented it at start-up,
-and a library that is not installed costs one ``find_spec``. One module under two names is
-wrapped once; httpx2 only within ``_instruments_httpx2``.
+httpx, httpx2 (Pydantic's continuation of httpx) and grpcio, none of them required, are each
+patched at ``instrument()`` if they are imported already, otherwise by an
+import hook when the application imports them. Nothing here imports any of them, so an
+application that makes ``import httpx`` give httpx2 (``httpx2.alias_httpx()``, which httpx2
+refuses once anything imported httpx) may still do so after ``OTEL_A2A_ENABLED`` instrumented
+it at start-up, and a library that is not installed costs one ``find_spec``. One module under
+two names is patched once; httpx and httpx2 only within their ranges (``otel_a2a.package``).
 """
 
 from __future__ import annotations
@@ -16,86 +16,131 @@ import importlib.util
 import logging
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from wrapt import register_post_import_hook
 
 from otel_a2a.instrumentation import runtime
-from otel_a2a.instrumentation.httpx_client import Library, library
+from otel_a2a.instrumentation.httpx_client import library
 from otel_a2a.locks import fork_safe
-from otel_a2a.package import _instruments_httpx2
+from otel_a2a.package import _instruments_httpx, _instruments_httpx2
 
 _log = logging.getLogger("otel_a2a")
-NAMES = ("httpx", "httpx2")
-# never held while importing: an import hook takes it in the importing thread
-_lock = threading.RLock()
-fork_safe(sys.modules[__name__], "_lock")
-_wrapped: list[Library] = []
-_hooked: set[str] = set()  # names whose import hook is registered (wrapt runs a hook once)
-_active = False
+
+Undo = Callable[[], None]
+Patch = Callable[[ModuleType], Undo | None]  # patches a module: its undo, or None (skipped)
 
 
-def attach() -> None:
-    """Wrap each library imported by now, and each other installed one when it is."""
-    global _active
-    with _lock:
-        _active = True
-        for name in NAMES:
-            module = sys.modules.get(name)
-            if module is not None:
-                _wrap(module)
-            elif name not in _hooked and importlib.util.find_spec(name) is not None:
-                _hooked.add(name)
-                register_post_import_hook(functools.partial(_imported, name), name)
-
-
-def detach() -> None:
-    """Unwrap every library; a hook still waiting for its import will wrap nothing."""
-    global _active
-    with _lock:
-        _active = False
-        while _wrapped:
-            _wrapped.pop().unwrap()
-
-
-def _imported(name: str, module: ModuleType) -> None:
-    """The import hook, inside the application's ``import`` (``_wrap`` never raises)."""
-    with _lock:
-        _hooked.discard(name)
-        if _active:
-            _wrap(module)
-
-
-def _wrap(module: ModuleType) -> None:
-    if any(wrapped.module is module for wrapped in _wrapped):
-        return
-    try:
-        if module.__name__ == "httpx2" and not _supported():
-            return
-        found = library(module)
-        found.wrap()
-    except Exception as exc:
-        rt = runtime.current()
-        if rt is not None:
-            rt.error(exc)
-        _log.warning(
-            "otel-a2a: %s could not be instrumented (%s: %s): requests sent with it get no span",
-            module.__name__,
-            type(exc).__name__,
-            exc,
-        )
-        return
-    _wrapped.append(found)
-
-
-def _supported() -> bool:
-    conflict = get_dependency_conflicts(_instruments_httpx2)
+def _in_range(name: str, required: tuple[str, ...]) -> bool:
+    """Whether the installed ``name`` is within ``required`` (``otel_a2a.package``); said
+    once when it is not: its requests get no span."""
+    conflict = get_dependency_conflicts(required)
     if conflict is None:
         return True
     _log.warning(
-        "otel-a2a: %s is installed, %s is supported: requests sent with httpx2 get no span",
-        conflict.found or "httpx2",
+        "otel-a2a: %s is installed, %s is supported: requests sent with %s get no span",
+        conflict.found or name,
         conflict.required,
+        name,
     )
     return False
+
+
+def _httpx(module: ModuleType) -> Undo | None:
+    if module.__name__ == "httpx2":
+        if not _in_range("httpx2", _instruments_httpx2):
+            return None
+    elif not _in_range("httpx", _instruments_httpx):
+        return None
+    found = library(module)
+    found.wrap()
+    return found.unwrap
+
+
+def _grpc(module: ModuleType) -> Undo:
+    from otel_a2a.instrumentation import grpc_client  # imports grpc: only once it is
+
+    return grpc_client.patch()
+
+
+PATCHES: Mapping[str, Patch] = {"httpx": _httpx, "httpx2": _httpx, "grpc": _grpc}
+
+
+def installed(name: str) -> bool:
+    """Importable, without importing it (a ``None`` in ``sys.modules`` blocks an import)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class OnImport:
+    """The libraries of ``patches`` (module name: how to patch it), each patched once
+    imported while attached; detached, unpatched (a hook still waiting for its import will
+    patch nothing: wrapt runs a hook once, so it stays registered)."""
+
+    def __init__(self, patches: Mapping[str, Patch]) -> None:
+        self._patches = patches
+        # never held while importing: an import hook takes it in the importing thread
+        self._lock = threading.RLock()
+        fork_safe(self, "_lock")
+        self._undo: list[tuple[ModuleType, Undo]] = []
+        self._hooked: set[str] = set()
+        self._active = False
+
+    def attach(self) -> None:
+        """Patch each library imported by now, and each other installed one when it is."""
+        with self._lock:
+            self._active = True
+            for name in self._patches:
+                module = sys.modules.get(name)
+                if module is not None:
+                    self._patch(name, module)
+                elif name not in self._hooked and installed(name):
+                    self._hooked.add(name)
+                    register_post_import_hook(functools.partial(self._imported, name), name)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._active = False
+            while self._undo:
+                undo = self._undo.pop()[1]
+                try:
+                    undo()
+                except Exception as exc:
+                    _count(exc)
+
+    def _imported(self, name: str, module: ModuleType) -> None:
+        """The import hook, inside the application's ``import`` (``_patch`` never raises)."""
+        with self._lock:
+            self._hooked.discard(name)
+            if self._active:
+                self._patch(name, module)
+
+    def _patch(self, name: str, module: ModuleType) -> None:
+        if any(patched is module for patched, _ in self._undo):
+            return
+        try:
+            undo = self._patches[name](module)
+        except Exception as exc:  # an unsupported release: its traffic goes unobserved, said once
+            _count(exc)
+            _log.warning(
+                "otel-a2a: %s could not be instrumented (%s: %s): A2A calls made with it get "
+                "no span",
+                name,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        if undo is not None:
+            self._undo.append((module, undo))
+
+
+def _count(exc: BaseException) -> None:
+    rt = runtime.current()
+    if rt is not None:
+        rt.error(exc)

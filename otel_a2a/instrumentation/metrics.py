@@ -5,15 +5,16 @@ Metrics are recorded whatever the trace sampler decides: detection must not depe
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector
-from otel_a2a.instrumentation import collection
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.locks import fork_safe
 from otel_a2a.version import __version__
 
@@ -47,11 +48,16 @@ class A2AMetrics:
     A meter returns the instrument it already has for a name, and keeps that instrument's
     callbacks: after ``uninstrument()`` and ``instrument()`` on the same meter provider, the
     first callbacks would still read the first runtime's ledger. So the observable
-    instruments read whichever ``A2AMetrics`` is active (see :func:`activate`), and nothing
-    holds a retired ledger.
+    instruments read whichever ``A2AMetrics`` ``active`` answers (the runtime in force's),
+    and nothing holds a retired ledger.
     """
 
-    def __init__(self, detector: Detector, meter_provider: MeterProvider | None = None) -> None:
+    def __init__(
+        self,
+        detector: Detector,
+        meter_provider: MeterProvider | None,
+        active: Callable[[], A2AMetrics | None],
+    ) -> None:
         meter: Meter = get_meter(sc.SCOPE, __version__, meter_provider, schema_url=sc.SCHEMA_URL)
         self.detector = detector
         self.labels = sc.AgentLabels()
@@ -76,24 +82,34 @@ class A2AMetrics:
         self.errors = meter.create_counter(
             sc.M_ERRORS, unit="{error}", description="Internal failures of otel-a2a (contained)"
         )
+        # the worker's side (instrumentation/server)
+        self.unfinished = meter.create_counter(
+            sc.M_TASKS_UNFINISHED,
+            unit="{task}",
+            description="Tasks a worker accepted and never finished: neither terminal nor "
+            "interrupted, with no live execution",
+        )
         meter.create_observable_counter(
             sc.M_GET_REDUNDANT,
-            [_observe_redundant],
+            [functools.partial(_observe_redundant, active)],
             unit="{request}",
             description="GetTask requests sent while the last observation was authoritative",
         )
         meter.create_observable_counter(
             sc.M_EVICTED,
-            [_observe_evicted],
+            [functools.partial(_observe_evicted, active)],
             unit="{task}",
             description="Tasks evicted from the bounded ledger",
         )
         meter.create_observable_gauge(
-            sc.M_TRACKED, [_observe_tracked], unit="{task}", description="Tracked tasks"
+            sc.M_TRACKED,
+            [functools.partial(_observe_tracked, active)],
+            unit="{task}",
+            description="Tracked tasks",
         )
         meter.create_observable_gauge(
             sc.M_STALE,
-            [_observe_stale],
+            [functools.partial(_observe_stale, active)],
             unit="{task}",
             description="Non-terminal tasks whose last observation is older than the heartbeat",
         )
@@ -107,48 +123,41 @@ class A2AMetrics:
         return self.labels(name) if name else self.labels(agent, address=True)
 
 
-_active: A2AMetrics | None = None
+Active = Callable[[], A2AMetrics | None]
+
+# The callbacks that take a lock are otel-a2a's work (see ``reentry``): a collection inside
+# one may run a finaliser that reaches otel-a2a. The SDK is collecting: nothing deferred runs.
 
 
-def activate(metrics: A2AMetrics | None) -> None:
-    """Make ``metrics`` the one the observable instruments report (None: report nothing)."""
-    global _active
-    _active = metrics
-
-
-# The callbacks that take a lock are otel-a2a's work (see ``collection``): a collection inside
-# one may run a finaliser that reaches otel-a2a. The SDK is collecting: no drain here.
-
-
-def _observe_redundant(options: CallbackOptions) -> Iterable[Observation]:
-    m = _active
-    if m is None or not collection.enter(drain=False):
+def _observe_redundant(active: Active, options: CallbackOptions) -> Iterable[Observation]:
+    m = active()
+    if m is None or not GUARD.enter(run_deferred=False):
         return []
     try:
         return m.redundant.observe(options)
     finally:
-        collection.leave()
+        GUARD.leave()
 
 
-def _observe_evicted(_options: CallbackOptions) -> Iterable[Observation]:
-    m = _active
+def _observe_evicted(active: Active, _options: CallbackOptions) -> Iterable[Observation]:
+    m = active()
     return [Observation(m.detector.evicted_total)] if m is not None else []
 
 
-def _observe_tracked(_options: CallbackOptions) -> Iterable[Observation]:
-    m = _active
-    if m is None or not collection.enter(drain=False):
+def _observe_tracked(active: Active, _options: CallbackOptions) -> Iterable[Observation]:
+    m = active()
+    if m is None or not GUARD.enter(run_deferred=False):
         return []
     try:
         counts = m.detector.tracked_by_class()
     finally:
-        collection.leave()
+        GUARD.leave()
     return [Observation(n, {sc.TASK_STATE_CLASS: cls.value}) for cls, n in counts.items()]
 
 
-def _observe_stale(_options: CallbackOptions) -> Iterable[Observation]:
-    m = _active
-    if m is None or not collection.enter(drain=False):
+def _observe_stale(active: Active, _options: CallbackOptions) -> Iterable[Observation]:
+    m = active()
+    if m is None or not GUARD.enter(run_deferred=False):
         return []
     try:
         totals: dict[str, int] = {}
@@ -156,5 +165,5 @@ def _observe_stale(_options: CallbackOptions) -> Iterable[Observation]:
             label = m.agent(agent)
             totals[label] = totals.get(label, 0) + n
     finally:
-        collection.leave()
+        GUARD.leave()
     return [Observation(n, {sc.AGENT_LABEL: label}) for label, n in totals.items()]

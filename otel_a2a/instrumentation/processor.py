@@ -9,23 +9,18 @@ spans that carry a task state into observations.
 from __future__ import annotations
 
 import functools
-import sys
-import threading
 import time
-import weakref
 from collections.abc import Mapping
-from threading import get_ident
 from types import MappingProxyType
 from typing import TypeVar
 
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import assumes_live
-from otel_a2a.instrumentation import collection, own_spans, runtime
-from otel_a2a.locks import fork_safe
+from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation.reentry import GUARD, REENTRANT
 from otel_a2a.protocol import (
     MAX_ID_LEN,
     Binding,
@@ -49,11 +44,12 @@ def _enum(kind: type[_E], value: object) -> _E | None:
         return None
 
 
-def _public_attributes(span: ReadableSpan) -> Mapping[str, object] | None:
-    """The span's attributes, as a plain dict where the SDK gives a read-only view of its
-    own mapping: a key the view lacks costs a ``KeyError`` raised and caught in Python
-    (``Mapping.get``, ``Mapping.__contains__``), several times the cost of copying the few
-    attributes of a span in C. Every span of the process passes here, mostly to miss."""
+def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
+    """The span's attributes (the public ``attributes``), as a plain dict where the SDK gives
+    a read-only view of its own mapping: a key the view lacks costs a ``KeyError`` raised and
+    caught in Python (``Mapping.get``, ``Mapping.__contains__``), several times the cost of
+    copying the few attributes of a span in C. Every span of the process passes here, mostly
+    to miss."""
     attrs = span.attributes
     if isinstance(attrs, MappingProxyType):
         try:
@@ -63,51 +59,13 @@ def _public_attributes(span: ReadableSpan) -> Mapping[str, object] | None:
     return attrs
 
 
-def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
-    """The span's attributes, read only. Of the SDK's own spans, the dict its attribute
-    container holds, read in place: the public view costs a Python call to build and
-    another to copy, on every span of the process (used only where that dict was found
-    where expected, see below); of any other span, :func:`_public_attributes`."""
-    if type(span) in _SDK_SPANS:
-        held = span._attributes
-        if type(held) is BoundedAttributes:
-            return held._dict
-    return _public_attributes(span)
-
-
-_SDK_SPANS = frozenset({own_spans.SDK_SPAN, ReadableSpan}) if own_spans.SDK_SPAN else frozenset()
-
-
 def _ours(span: ReadableSpan) -> bool:
     scope = span.instrumentation_scope
     return scope is not None and scope.name == sc.SCOPE
 
 
-# Spans each hook has judged, whichever processor instance did: a second
-# DivergenceSpanProcessor on a provider (the application added one, otel-a2a another) leaves
-# them alone, under a ConcurrentMultiSpanProcessor too: no decision judged twice. Only decision
-# spans and spans carrying a task id get here; weak references, so no span is kept alive.
-_judged: dict[str, weakref.WeakSet[ReadableSpan]] = {
-    "start": weakref.WeakSet(),
-    "end": weakref.WeakSet(),
-}
-# re-entrant: adding to a set may run the garbage collector, which may finalise a generator
-# suspended inside a span and so end that span here, in this very thread
-_judged_lock = threading.RLock()
-fork_safe(sys.modules[__name__], "_judged_lock")
-
-
-def _first_sight(hook: str, span: ReadableSpan) -> bool:
-    seen = _judged[hook]
-    with _judged_lock:
-        if span in seen:
-            return False
-        seen.add(span)
-        return True
-
-
 # A span ended inside otel-a2a's own work in this thread (a generator suspended inside it,
-# collected there: see ``collection``) is observed at the next drain, at the time it ended.
+# collected there: see ``reentry``) is observed at the next drain, at the time it ended.
 # Only the text attributes ``_observe`` reads are kept, bounded: no span is kept alive.
 _ASIDE_KEYS = (
     sc.TASK_STATE_RAW,
@@ -129,7 +87,7 @@ def _put_aside(rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object]) -
         if isinstance(value, str):
             kept[key] = value[:_MAX_ASIDE_TEXT]
     observe = DivergenceSpanProcessor._observe
-    collection.defer(functools.partial(observe, rt, task_id, kept, time.monotonic()))
+    GUARD.defer(functools.partial(observe, rt, task_id, kept, time.monotonic()))
 
 
 class DivergenceSpanProcessor(SpanProcessor):
@@ -137,17 +95,15 @@ class DivergenceSpanProcessor(SpanProcessor):
     (one added by the application as well is harmless: each span is judged once)."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if own_spans.starting == get_ident() and _ours(span):
-            return
         attrs = _attributes(span)
         # every span of the process passes here: the common case must cost one lookup
         if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
             return
         rt = runtime.current()
-        if rt is None or _ours(span) or not _first_sight("start", span):
+        if rt is None or _ours(span) or not rt.first_sight("start", span):
             return
-        if not collection.enter():  # inside otel-a2a's own work: not judged, counted
-            collection.defer(functools.partial(rt.error, collection.REENTRANT))
+        if not GUARD.enter():  # inside otel-a2a's own work: not judged, counted
+            GUARD.defer(functools.partial(rt.error, REENTRANT))
             return
         try:
             task_id = attrs.get(sc.TASK_ID)
@@ -163,29 +119,23 @@ class DivergenceSpanProcessor(SpanProcessor):
         except Exception as exc:
             rt.error(exc)
         finally:
-            collection.leave()
+            GUARD.leave()
 
     def on_end(self, span: ReadableSpan) -> None:
-        ending = own_spans.ending
-        if (
-            ending is not None
-            and (span._context if type(span) in _SDK_SPANS else span.context) is ending
-        ):
-            return
         attrs = _attributes(span)
         if not attrs or sc.TASK_ID not in attrs:
             return
         rt = runtime.current()
-        if rt is None or _ours(span) or not _first_sight("end", span):
+        if rt is None or _ours(span) or not rt.first_sight("end", span):
             return
         task_id = attrs.get(sc.TASK_ID)
         if not isinstance(task_id, str):
             return
         # the wire path's bound: no foreign span makes the ledger keep a megabyte per task
         overlong = len(task_id) > MAX_ID_LEN
-        if not collection.enter():  # inside otel-a2a's own work: see ``_put_aside``
+        if not GUARD.enter():  # inside otel-a2a's own work: see ``_put_aside``
             if overlong:
-                collection.defer(functools.partial(rt.error, "task_id_too_long"))
+                GUARD.defer(functools.partial(rt.error, "task_id_too_long"))
             else:
                 _put_aside(rt, task_id, attrs)
             return
@@ -197,7 +147,7 @@ class DivergenceSpanProcessor(SpanProcessor):
         except Exception as exc:
             rt.error(exc)
         finally:
-            collection.leave()
+            GUARD.leave()
 
     @staticmethod
     def _observe(

@@ -6,6 +6,12 @@ the first A2A operation finds the API's proxies still in place, as ``opentelemet
 would have done. Either way the ``DivergenceSpanProcessor`` is added once to the SDK provider
 in use.
 
+The set-up is ``opentelemetry-instrument``'s, through the same public plugin machinery: the
+installed distro (entry point ``opentelemetry_distro``, ``opentelemetry-distro`` with the
+``auto`` extra) sets its defaults, then the configurator (``opentelemetry_configurator``,
+chosen by ``OTEL_PYTHON_CONFIGURATOR`` as there) configures the SDK. Nothing of the SDK is
+imported until then, so the library imports without it.
+
 The providers otel-a2a configures this way are its own to shut down: at exit they get
 ``_EXIT_SECONDS`` in all to export what they hold, then their exporters are shut down, which
 ends their retries (an unreachable collector would otherwise hold the exit for the exporters'
@@ -28,21 +34,18 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry._logs import get_logger_provider
 
-from otel_a2a.instrumentation import collection, runtime
-from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+from otel_a2a.instrumentation import runtime
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.locks import fork_safe
 
 _log = logging.getLogger("otel_a2a")
 _lock = threading.Lock()
 fork_safe(sys.modules[__name__], "_lock")
 _MARK = "_otel_a2a_processor"
-# what ``opentelemetry-distro`` sets before ``opentelemetry-instrument`` configures the SDK
-_DISTRO_DEFAULTS = {
-    "OTEL_TRACES_EXPORTER": "otlp",
-    "OTEL_METRICS_EXPORTER": "otlp",
-    "OTEL_LOGS_EXPORTER": "otlp",
-    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-}
+_NO_SDK = (
+    "otel-a2a: OTEL_A2A_ENABLED is set but no OpenTelemetry SDK set-up is installed "
+    "(entry point group opentelemetry_configurator): pip install 'otel-a2a[auto]'"
+)
 _late_shutdowns: list[Callable[[float], object]] = []  # each takes its time, in seconds
 _exit_registered = False
 # At exit, for all the providers otel-a2a made: time to export what is left before their
@@ -53,23 +56,19 @@ _EXIT_SECONDS = 0.6
 # The batch processors otel-a2a's set-up made, by signal (what the exit shutdown bounds).
 _span_processors: list[object] = []
 _log_processors: list[object] = []
-# Loggers of the OTLP exporters' retry loops: gRPC's shared mixin, HTTP's one per signal.
-_EXPORTER_LOGGERS = (
-    "opentelemetry.exporter.otlp.proto.grpc.exporter",
-    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-    "opentelemetry.exporter.otlp.proto.http._log_exporter",
-)
+# Loggers of the OTLP exporters' retry loops (gRPC's shared mixin, HTTP's one per signal): all
+# those under this prefix once the exporters are imported, whatever their modules are named.
+_EXPORTER_LOGGERS = "opentelemetry.exporter.otlp."
 _TRANSIENT = "Transient error "  # "… encountered while exporting …, retrying in …"
 _ABORTED = "Shutdown in progress, aborting retry."
 
 
 def finish_before_exit() -> None:
     """(Re-)register, to run at exit before the shutdown of every provider made so far
-    (``atexit`` runs the last registered first): what was deferred (see ``collection``), the
+    (``atexit`` runs the last registered first): what was deferred (see ``reentry``), the
     spans of dropped responses among it."""
-    atexit.unregister(collection.drain)
-    atexit.register(collection.drain)
+    atexit.unregister(GUARD.drain)
+    atexit.register(GUARD.drain)
 
 
 def attach_processor(provider: object) -> bool:
@@ -79,6 +78,8 @@ def attach_processor(provider: object) -> bool:
         return False
     with _lock:
         if getattr(provider, _MARK, None) is None:
+            from otel_a2a.instrumentation.processor import DivergenceSpanProcessor
+
             processor = DivergenceSpanProcessor()
             add(processor)
             setattr(provider, _MARK, processor)
@@ -97,29 +98,50 @@ def _app_set_providers() -> bool:
 
 def configure_from_environment() -> bool:
     """Configure the SDK from ``OTEL_*`` as ``opentelemetry-instrument`` would (with the
-    ``opentelemetry-distro`` defaults: OTLP for every signal) if the application installed no
-    providers, then attach the processor. False while there is no SDK tracer provider yet."""
+    distro's defaults: OTLP for every signal) if the application installed no providers, then
+    attach the processor. False while there is no SDK tracer provider yet."""
     with _lock:
         if not _app_set_providers():
-            for name, value in _DISTRO_DEFAULTS.items():
-                os.environ.setdefault(name, value)
-            from opentelemetry.sdk._configuration import _OTelSDKConfigurator
-            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-            # the configurator's default processors, kept to be shut down in bounded time;
-            # a declarative set-up (OTEL_CONFIG_FILE) takes no such arguments
-            kept: dict[str, Callable[..., object]] = {}
-            if not os.environ.get("OTEL_CONFIG_FILE"):
-                kept = {
-                    "export_span_processor": _kept(BatchSpanProcessor, _span_processors),
-                    "export_log_record_processor": _kept(BatchLogRecordProcessor, _log_processors),
-                }
-            _OTelSDKConfigurator().configure(**kept)  # type: ignore[no-untyped-call]
-            _one_retry_warning_per_endpoint()
-            _shut_down_last()
-            _log.debug("otel-a2a configured the OpenTelemetry SDK from OTEL_* variables")
+            _configure_sdk()
     return attach_processor(trace.get_tracer_provider())
+
+
+def _configure_sdk() -> None:
+    from importlib.metadata import entry_points
+
+    chosen = os.environ.get("OTEL_PYTHON_DISTRO")
+    for point in entry_points(group="opentelemetry_distro"):
+        if chosen in (None, point.name):
+            point.load()().configure()
+            break
+    chosen = os.environ.get("OTEL_PYTHON_CONFIGURATOR")
+    configurators = [
+        point
+        for point in entry_points(group="opentelemetry_configurator")
+        if chosen in (None, point.name)
+    ]
+    if not configurators:
+        _log.warning(_NO_SDK)
+        return
+    configurator = configurators[0].load()()
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    # the configurator's default processors, kept to be shut down in bounded time (recent SDKs
+    # take these factories; older ones and a declarative set-up, OTEL_CONFIG_FILE, do not)
+    kept: dict[str, Callable[..., object]] = {}
+    if not os.environ.get("OTEL_CONFIG_FILE"):
+        kept = {
+            "export_span_processor": _kept(BatchSpanProcessor, _span_processors),
+            "export_log_record_processor": _kept(BatchLogRecordProcessor, _log_processors),
+        }
+    try:
+        configurator.configure(**kept)
+    except TypeError:  # an SDK without the factories: its own shutdown at exit
+        configurator.configure()
+    _one_retry_warning_per_endpoint()
+    _shut_down_last()
+    _log.debug("otel-a2a configured the OpenTelemetry SDK from OTEL_* variables")
 
 
 def _kept(kind: Callable[..., object], made: list[object]) -> Callable[..., object]:
@@ -223,10 +245,15 @@ def _endpoint(record: logging.LogRecord) -> str:
 _retry_filter = _OneRetryWarning()
 
 
+def _exporter_loggers() -> list[str]:
+    """The OTLP exporters' loggers made by now (the configurator imported the exporters)."""
+    return [n for n in list(logging.root.manager.loggerDict) if n.startswith(_EXPORTER_LOGGERS)]
+
+
 def _one_retry_warning_per_endpoint() -> None:
     """Collapse the retry warnings of the exporters otel-a2a's set-up made (the application
     installed no providers, so it has no exporters of its own on these loggers)."""
-    for name in _EXPORTER_LOGGERS:
+    for name in _exporter_loggers():
         logging.getLogger(name).addFilter(_retry_filter)  # a second add is a no-op
 
 

@@ -10,7 +10,9 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
@@ -20,19 +22,26 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
-from otel_a2a.detect.ledger import Ledger
+from otel_a2a.detect.ledger import Ledger, TaskLedger
 from otel_a2a.instrumentation.config import Settings
-from otel_a2a.instrumentation.metrics import A2AMetrics, activate
+from otel_a2a.instrumentation.metrics import A2AMetrics
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import CardInfo, TaskReport
 from otel_a2a.protocol.states import semconv_state
 from otel_a2a.version import __version__
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from otel_a2a.instrumentation.exchange import Attributes, TemplateKey
 
 _log = logging.getLogger("otel_a2a")
 _MAX_MEMO_URLS = 1024  # distinct request URLs remembered (task ids in REST paths vary)
 UNKNOWN_AGENT = "_UNKNOWN"  # the agent of a decision on a task never seen, no URL given
 LEDGER_UNAVAILABLE = "ledger_unavailable"  # OTEL_A2A_LEDGER_PATH cannot be opened
 LEDGER_OPERATION_FAILED = "ledger_operation_failed"  # the shared ledger failed one operation
+LEDGER_LOST = "ledger_lost"  # the shared ledger became unusable (corrupt, full): memory from now
 
 
 class Peer:
@@ -88,7 +97,7 @@ class Runtime:
             sc.SCOPE, __version__, tracer_provider, schema_url=sc.SCHEMA_URL
         )
         self.events = get_logger(sc.SCOPE, __version__, logger_provider, schema_url=sc.SCHEMA_URL)
-        self.metrics = A2AMetrics(self.detector, meter_provider)
+        self.metrics = A2AMetrics(self.detector, meter_provider, _active_metrics)
         if failure:
             self.error(LEDGER_UNAVAILABLE)
         # "configure": set up the SDK at the first A2A operation if nothing else did
@@ -101,6 +110,21 @@ class Runtime:
         # under an older one may be stale (another etag, heartbeat, name or route)
         self._card_fetches = itertools.count(1)
         self._generation = 0
+        self.warned: set[str] = set()  # what was warned about once already
+        # the span-attribute templates of the exchanges (``exchange``), bounded there
+        self.templates: dict[TemplateKey, Attributes] = {}
+        # Spans each span-processor hook has judged, whichever processor instance did: a
+        # second DivergenceSpanProcessor on a provider (the application added one, otel-a2a
+        # another) leaves them alone, under a ConcurrentMultiSpanProcessor too. Only decision
+        # spans and spans carrying a task id get here; weak references keep no span alive.
+        self.judged: dict[str, weakref.WeakSet[ReadableSpan]] = {
+            "start": weakref.WeakSet(),
+            "end": weakref.WeakSet(),
+        }
+        # re-entrant: adding to a set may run the garbage collector, which may finalise a
+        # generator suspended inside a span and so end that span here, in this very thread
+        self.judged_lock = threading.RLock()
+        fork_safe(self, "judged_lock")
 
     def _shared_ledger(self, settings: Settings) -> tuple[Ledger | None, bool]:
         """The ledger in ``OTEL_A2A_LEDGER_PATH``, and whether it failed to open (then one
@@ -111,7 +135,12 @@ class Runtime:
         from otel_a2a.store.sqlite import LedgerStoreError, SqliteLedger  # only when asked for
 
         try:
-            ledger = SqliteLedger(path, settings.max_tracked_tasks, on_error=self._ledger_failed)
+            ledger = SqliteLedger(
+                path,
+                settings.max_tracked_tasks,
+                on_error=self._ledger_failed,
+                on_fatal=self._ledger_lost,
+            )
         except LedgerStoreError as exc:
             _log.warning(
                 "otel-a2a: OTEL_A2A_LEDGER_PATH cannot be used (%s); observations stay in this "
@@ -120,6 +149,20 @@ class Runtime:
             )
             return None, True
         return ledger, False
+
+    def _ledger_lost(self, exc: BaseException) -> None:
+        """The shared file became unusable (corrupt pages an operation met, a full disk):
+        every later operation would fail and every decision read ``no_observation``. This
+        process keeps its observations in memory from now on, as when the file cannot be
+        opened; said once."""
+        self.detector.ledger = TaskLedger(self.settings.max_tracked_tasks)
+        self.error(LEDGER_LOST)
+        _log.warning(
+            "otel-a2a: the shared ledger %s cannot be used any more (%s); observations stay in "
+            "this process from now on",
+            self.settings.ledger_path,
+            exc,
+        )
 
     def _ledger_failed(self, exc: BaseException) -> None:
         """One operation of the shared ledger failed (it answered as for an unknown task)."""
@@ -160,6 +203,15 @@ class Runtime:
             agent, registry.etag(agent), heartbeat, registry.name(agent), generation, self.metrics
         )
 
+    def first_sight(self, hook: str, span: ReadableSpan) -> bool:
+        """Whether ``span`` reaches span-processor hook ``hook`` for the first time."""
+        seen = self.judged[hook]
+        with self.judged_lock:
+            if span in seen:
+                return False
+            seen.add(span)
+            return True
+
     def error(self, exc: BaseException | str, n: int = 1) -> None:
         """Count an internal failure (``n`` of them); the host never sees it."""
         kind = exc if isinstance(exc, str) else type(exc).__name__
@@ -177,8 +229,7 @@ class Runtime:
         return observation.agent if observation is not None else UNKNOWN_AGENT
 
     def report(self, span: Span | None, verdict: Verdict, operation: str) -> None:
-        """Emit one divergence: span event (span live), log record, ``otel_a2a.divergence``
-        metric."""
+        """Emit one divergence: span event (span live), log record, ``a2a.divergence`` metric."""
         if verdict.reason is None:
             return
         ev = verdict.evidence
@@ -225,7 +276,7 @@ class Runtime:
         assumes_live: bool = True,
     ) -> Verdict:
         """Judge one liveness decision and account for it (metrics, event). The span already
-        carries ``otel_a2a.liveness.decision`` and the etag in force from its start (set once).
+        carries ``a2a.liveness.decision`` and the etag in force from its start (set once).
 
         The verdict survives a failure of the accounting (counted): enforce mode acts on it.
         """
@@ -282,7 +333,7 @@ class Runtime:
     def card_fetched(self, url: str, card: CardInfo | None, variant: str | None) -> CardUpdate:
         """A well-known card response (``card`` None for ``304``): the registry updated, the
         peers resolved before it made stale, an etag change counted."""
-        update = self.detector.on_card(url, card, variant)
+        update = self.detector.on_card(url, card, variant, time.monotonic())
         if card is not None:  # after the update: see ``peer``
             self._generation = next(self._card_fetches)
         if update.etag_changed:
@@ -290,6 +341,8 @@ class Runtime:
         return update
 
 
+# The runtime in force: the one pointer every entry point reads (as the API's global
+# providers), set by ``A2AInstrumentor`` only.
 _runtime: Runtime | None = None
 
 
@@ -297,7 +350,16 @@ def current() -> Runtime | None:
     return _runtime
 
 
+def _active_metrics() -> A2AMetrics | None:
+    """The instruments the observable callbacks report: the runtime in force's (see
+    ``A2AMetrics``)."""
+    return _runtime.metrics if _runtime is not None else None
+
+
 def install(runtime: Runtime | None) -> None:
+    """Put ``runtime`` in force (None: none); deferred work's failures count on it."""
     global _runtime
     _runtime = runtime
-    activate(runtime.metrics if runtime is not None else None)
+    GUARD.on_error = runtime.error if runtime is not None else None
+    if runtime is not None:
+        GUARD.start()

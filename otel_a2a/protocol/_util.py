@@ -102,6 +102,7 @@ _TASKISH = _fields(
     task_id=_ANY,
     kind=_ANY,
     status=_STATUS,
+    generation=_ANY,  # A2A 1.1
 )
 _PAYLOAD = {
     "id": _ANY,
@@ -111,6 +112,7 @@ _PAYLOAD = {
     "task_id": _ANY,
     "kind": _ANY,
     "status": _STATUS,
+    "generation": _ANY,
     "task": _TASKISH,
     "statusUpdate": _TASKISH,
     "artifactUpdate": _TASKISH,

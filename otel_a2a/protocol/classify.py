@@ -29,6 +29,8 @@ parsed from a bounded 64 KiB prefix only.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -193,6 +195,25 @@ def _classify(
     return None
 
 
+# The request headers a server may serve a card per caller by (per tenant, per user), and
+# the key of their digest: random per process, so the digest names no credential outside it.
+CALLER_HEADERS = ("authorization", "cookie", "x-api-key")
+_CALLER_KEY = os.urandom(16)
+
+
+def card_variant(headers: Mapping[str, str], asked: str | None) -> str | None:
+    """Which card a well-known card fetch asked for: the ``A2A-Version`` asked for, then
+    ``#`` and a digest of the caller's credentials when it sent any."""
+    version = parse_version(asked) if asked and asked.strip() else None
+    sent = [header(headers, name) for name in CALLER_HEADERS]
+    if not any(sent):
+        return version
+    digest = hashlib.blake2b(key=_CALLER_KEY, digest_size=8)
+    for value in sent:
+        digest.update((value or "").encode("utf-8", "replace") + b"\0")
+    return f"{version or ''}#{digest.hexdigest()}"
+
+
 def _version(headers: Mapping[str, str], query: str | bytes | None) -> str | None:
     """The ``A2A-Version`` header, else (spec §3.6.1: "Clients MAY provide the
     ``A2A-Version`` as a request parameter instead of a header") the query parameter."""
@@ -215,13 +236,12 @@ def _classify_path(
     if method == "GET":
         for suffix in CARD_SUFFIXES:
             if path.endswith(suffix):
-                asked = _version(headers, query)
                 return A2ARequest(
                     _GET_AGENT_CARD,
                     _B_HTTP_JSON,
                     None,
                     base_url_path=path[: -len(suffix)],
-                    card_variant=parse_version(asked) if asked and asked.strip() else None,
+                    card_variant=card_variant(headers, _version(headers, query)),
                 )
     if "A2AService/" in path:
         return _classify_grpc(method, path, headers)

@@ -399,7 +399,22 @@ def _report(
         context_id = obj.get("context_id")
     if type(context_id) is not str or not 0 < len(context_id) <= MAX_ID_LEN:
         context_id = None
-    return _new(TaskReport, (task_id, context_id, state, kind, stamp))
+    generation = obj.get("generation")
+    if generation is not None:
+        generation = _generation(generation)
+    return _new(TaskReport, (task_id, context_id, state, kind, stamp, generation))
+
+
+_MAX_GENERATION = 2**63 - 1  # an int64
+
+
+def _generation(value: object) -> int | None:
+    """A2A 1.1's ``generation``: an int64, which ProtoJSON writes as a string."""
+    if type(value) is str and 0 < len(value) <= 19 and value.isascii() and value.isdigit():
+        value = int(value)
+    if type(value) is int and 0 <= value <= _MAX_GENERATION:
+        return value
+    return None
 
 
 def _task(

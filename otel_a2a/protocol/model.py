@@ -9,7 +9,20 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from otel_a2a.protocol.bindings import Binding
 from otel_a2a.protocol.states import StateReading
+
+__all__ = [
+    "A2AError",
+    "A2ARequest",
+    "Binding",
+    "CardInfo",
+    "Interface",
+    "Operation",
+    "ResponseFacts",
+    "StreamEvent",
+    "TaskReport",
+]
 
 
 class Operation(str, Enum):
@@ -29,14 +42,6 @@ class Operation(str, Enum):
     DELETE_PUSH_CONFIG = "DeleteTaskPushNotificationConfig"
 
 
-class Binding(str, Enum):
-    """Value of ``otel_a2a.binding``."""
-
-    JSONRPC = "JSONRPC"
-    HTTP_JSON = "HTTP+JSON"
-    GRPC = "GRPC"
-
-
 class A2ARequest(NamedTuple):
     """A request recognised as A2A.
 
@@ -44,8 +49,10 @@ class A2ARequest(NamedTuple):
     ``task_id`` is the task the request addresses: the path or params id for task operations,
     ``message.taskId`` for a follow-up ``SendMessage``. ``base_url_path`` is the URL path
     before the A2A-specific suffix (the interface URL's path), used to attribute the request to
-    an agent. ``card_variant`` is the ``A2A-Version`` a well-known card fetch asked for (a
-    server may serve one card per version, each with its own ETag).
+    an agent. ``card_variant`` says which card a well-known card fetch asked for: the
+    ``A2A-Version`` it asked for (a server may serve one card per version, each with its own
+    ETag), and a keyed digest of the credentials it sent (a server may serve one card per
+    caller: a2a-sdk's ``card_modifier``), never the credentials themselves.
     """
 
     operation: Operation
@@ -64,6 +71,8 @@ class TaskReport(NamedTuple):
     ``state`` is ``None`` for frames that carry a task id but no status (artifact updates);
     those refresh an open stream but carry no state. ``timestamp`` is the status's own
     ``timestamp`` as sent (ISO 8601), used to tell a late frame from a real regression.
+    ``generation`` is A2A 1.1's ``generation`` of the task, status or artifact update (the
+    task's after the change; ``0`` from a peer that says it keeps none; ``None`` when absent).
     """
 
     task_id: str
@@ -71,6 +80,7 @@ class TaskReport(NamedTuple):
     state: StateReading | None
     kind: str  # "task", "status-update", "artifact-update", "list-entry", "error-reply"
     timestamp: str | None = None
+    generation: int | None = None
 
 
 class A2AError(NamedTuple):

@@ -9,10 +9,9 @@ the peer spelled.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from otel_a2a.protocol.model import Binding
+from otel_a2a.protocol.bindings import Binding
 
 
 class TaskState(str, Enum):
@@ -31,11 +30,11 @@ class TaskState(str, Enum):
     # Keyed by the value: hashing a member runs Python code, hashing its ``str`` value does not.
     @property
     def state_class(self) -> StateClass:
-        return _CLASS[self._value_]
+        return _CLASS[self.value]
 
     @property
     def is_terminal(self) -> bool:
-        return self._value_ in _TERMINAL_VALUES
+        return self.value in _TERMINAL_VALUES
 
 
 class StateClass(str, Enum):
@@ -66,7 +65,7 @@ _SEMCONV = {
 def semconv_state(state: TaskState) -> str:
     """``state`` as OpenTelemetry's A2A convention spells ``a2a.task.state``: the v1.0 proto
     name (``TASK_STATE_WORKING``; ``UNKNOWN`` is ``TASK_STATE_UNSPECIFIED``)."""
-    return _SEMCONV[state._value_]
+    return _SEMCONV[state.value]
 
 
 class StateReading(NamedTuple):
@@ -203,7 +202,7 @@ def read_state(raw: object, version: str | None, binding: Binding) -> StateReadi
     """
     if type(raw) is str and len(raw) <= _MAX_RAW:
         # the binding's value, not the member: hashing an Enum member runs Python code
-        key = (raw, version, binding._value_)
+        key = (raw, version, binding.value)
         reading = _READINGS.get(key)
         if reading is None:
             reading = _read_state(raw, version, binding)

@@ -45,8 +45,8 @@ def test_findings_exit_1_with_one_line_each(
     assert "'Working'" in lines[1]
     assert "skipped 1 unreadable line" in captured.err
     assert (
-        "4 spans, 4 task beliefs, 2 tasks, 2 findings, 1 malformed line(s) or span(s)"
-        in captured.err
+        "4 spans, 4 task beliefs, 2 tasks, 2 findings (0 more dropped by the bounds), "
+        "1 malformed line(s) or span(s)" in captured.err
     )
 
 

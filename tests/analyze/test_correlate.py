@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_a2a.analyze import Belief, Correlator, SpanLink, states_conflict
+from otel_a2a.analyze import Batch, Belief, Correlator, SpanLink, states_conflict
 from otel_a2a.analyze.model import render_finding
 from otel_a2a.detect import DivergenceReason
 from otel_a2a.protocol import TaskState, normalize_task_state
@@ -172,6 +172,37 @@ def test_memory_is_bounded_least_recently_seen_task_first() -> None:
         for j in range(5):
             c.link(SpanLink(f"{i:032x}", f"{j:016x}", "f" * 16))
     assert len(c._parents) == 2 and all(len(v) == 2 for v in c._parents.values())
+
+
+def test_reported_pairs_per_task_are_bounded_and_what_is_dropped_is_counted() -> None:
+    """Beliefs from ever-new services about one task: each new service is a new pair."""
+    c = Correlator(max_pairs=5, max_span_findings=100)
+    found = []
+    for i in range(40):
+        raw = "TASK_STATE_FAILED" if i % 2 else "TASK_STATE_WORKING"
+        found += c.add(belief(f"svc-{i}", raw, 0, 100))
+    assert len(found) == 5 and len(c._tasks["t1"].reported) == 5
+    assert c.stats.findings == 5 and c.stats.findings_dropped > 0
+    # another task has a record of its own
+    c.add(belief("gateway", "TASK_STATE_FAILED", 0, 100, task="t2"))
+    assert len(c.add(belief("orchestrator", "TASK_STATE_WORKING", 0, 100, task="t2"))) == 1
+
+
+def test_findings_per_span_are_bounded() -> None:
+    """One span's beliefs (a stream span's events, each naming another task) share a bound."""
+    c = Correlator(max_span_findings=3)
+    for task in ("t1", "t2", "t3", "t4", "t5"):
+        c.add(belief("gateway", "TASK_STATE_FAILED", 0, 100, task=task))
+    stream = [
+        belief("orchestrator", "TASK_STATE_WORKING", 10, 20, task=t, span_id="a" * 16)
+        for t in ("t1", "t2", "t3", "t4", "t5")
+    ]
+    found = c.feed(Batch(stream, [], 1, 0))
+    assert [f.task_id for f in found] == ["t1", "t2", "t3"]
+    assert c.stats.findings_dropped == 2
+    # not recorded as reported: another span may still report them
+    again = belief("auditor", "TASK_STATE_WORKING", 10, 20, task="t4", span_id="b" * 16)
+    assert len(c.feed(Batch([again], [], 1, 0))) == 1
 
 
 def test_bad_bounds_are_refused() -> None:

@@ -32,11 +32,11 @@ def test_a2a_span_becomes_one_belief_and_other_spans_only_links() -> None:
 
 
 def test_canonical_only_and_missing_service_name() -> None:
-    doc = request("x", span("t1", None, 0, 1, extra={"a2a.task.state": "completed"}))
+    doc = request("x", span("t1", None, 0, 1, extra={"a2a.task.state": "TASK_STATE_COMPLETED"}))
     doc["resourceSpans"][0]["resource"]["attributes"] = []
     (belief,) = parse_request(doc).beliefs
     assert belief.service == "unknown_service"
-    assert belief.state is TaskState.COMPLETED and belief.raw == "completed"
+    assert belief.state is TaskState.COMPLETED and belief.raw == "TASK_STATE_COMPLETED"
     assert belief.authoritative is False
 
 

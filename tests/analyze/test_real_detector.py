@@ -309,3 +309,65 @@ def test_the_body_bounds_are_the_flags(bounded_detector: int) -> None:
     assert stalled.startswith(b"HTTP/1.1 408"), stalled  # after --body-timeout 1
     url = f"http://127.0.0.1:{bounded_detector}/v1/traces"
     assert httpx.post(url, json={"resourceSpans": []}, timeout=DEADLINE).status_code == 200
+
+
+@pytest.mark.parametrize("budget", [64, 512])
+def test_the_memory_budget_sets_every_share(budget: int) -> None:
+    """``--max-memory-mb`` reaches each structure: the banner states the shares in force."""
+    from otel_a2a.analyze.budget import shares
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    argv = [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"]
+    proc = subprocess.Popen(
+        [*argv, "--max-memory-mb", str(budget)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None
+    err = _Lines(proc.stderr)
+    try:
+        seen = err.wait_for(lambda seen: any("memory budget" in s for s in seen), "the budget")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE) == 0
+    s = shares(budget)
+    assert (
+        f"otel-a2a detector: memory budget {budget} MiB: bodies up to {s.max_body} bytes, "
+        f"{s.bodies} bytes of bodies held at once, {s.tasks} bytes of task records, "
+        f"{s.links} bytes of parent links"
+    ) in seen
+
+
+def test_a_body_limit_the_budget_cannot_hold_is_refused_at_start() -> None:
+    argv = [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"]
+    done = subprocess.run(
+        [*argv, "--max-body-bytes", str(16 * 1024 * 1024)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--max-body-bytes 16777216 needs --max-memory-mb 3120 or more" in done.stderr
+
+
+def test_stopping_with_an_idle_keep_alive_connection_is_clean() -> None:
+    """An exporter's connection left open between exports is closed at stop without an error
+    traceback (Python 3.11's start_server logged the cancelled connection task as one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    argv = [sys.executable, "-m", "otel_a2a.cli", "detector", "--port", "0"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stderr is not None
+    match = re.search(r":(\d+)/v1/traces", proc.stderr.readline())
+    assert match
+    with httpx.Client(timeout=DEADLINE) as client:  # keep-alive: the connection stays open
+        url = f"http://127.0.0.1:{match.group(1)}/v1/traces"
+        assert client.post(url, json={"resourceSpans": []}).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 0
+    assert "Traceback" not in err and "stopped after 1 requests" in err, err

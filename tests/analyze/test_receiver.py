@@ -428,3 +428,39 @@ def test_listens_on_ipv6(tmp_path: Path) -> None:
     finally:
         receiver.stop()
         analyzer.close()
+
+
+def test_beliefs_from_ever_new_services_about_one_task_are_bounded(running: Running) -> None:
+    """The attack that took the detector from 31 to 196 MB and 1.3 million lines: 40 requests
+    of beliefs from ever-new services about one task, alternating states. The task's record
+    of reported pairs stops at its bound, what is dropped is counted (stats and metric)."""
+    correlator = running.analyzer.correlator
+    for r in range(40):
+        spans = [
+            span(
+                "t1",
+                "TASK_STATE_FAILED" if i % 2 else "TASK_STATE_WORKING",
+                0,
+                1000,
+                span_id=f"{r:08x}{i:08x}",
+            )
+            for i in range(60)
+        ]
+        doc = {
+            "resourceSpans": [
+                request(f"svc-{r}-{i}", s)["resourceSpans"][0] for i, s in enumerate(spans)
+            ]
+        }
+        body = json.dumps(doc).encode()
+        assert len(body) <= LIMIT
+        assert running.post(body, "application/json").status_code == 200
+    assert correlator.stats.beliefs == 40 * 60
+    assert len(running.found) == correlator.max_pairs == 64
+    assert len(correlator._tasks["t1"].reported) == correlator.max_pairs
+    dropped = correlator.stats.findings_dropped
+    assert dropped > 40 * 60  # each later belief conflicts with about half of those held
+    metrics = httpx.get(f"http://127.0.0.1:{running.analyzer.metrics_port}/metrics").text
+    (line,) = [
+        x for x in metrics.splitlines() if x.startswith("otel_a2a_instrumentation_errors_total")
+    ]
+    assert 'error_type="finding_dropped"' in line and line.endswith(f" {float(dropped)}")

@@ -264,3 +264,42 @@ def test_variants_are_bounded() -> None:
     assert reg.update(agent, make_card('"other"'), "0.0") is False  # forgotten: new again
     assert reg.update(agent, make_card('"again"'), "0.0") is True  # and tracked since
     assert reg.variant_etag(agent, "0.0") == '"again"'
+
+
+def test_an_etag_back_within_its_max_age_is_no_change() -> None:
+    """A server alternating per-caller cards on something the request does not show: the
+    first new etag is a change (nothing tells it from a redeploy), its return within the
+    max-age it was served with is not; after that max-age it is a change again."""
+    reg, agent = CardRegistry(), "http://a"
+    cached = make_card('"a"')._replace(max_age=60.0)
+    other = make_card('"b"')._replace(max_age=60.0)
+    assert reg.update(agent, cached, None, now=0.0) is False
+    assert reg.update(agent, other, None, now=1.0) is True
+    assert reg.update(agent, cached, None, now=2.0) is False  # back: a variant
+    assert reg.update(agent, other, None, now=3.0) is False
+    assert reg.etag(agent) == '"b"'  # the etag in force did not move with the variants
+    assert reg.update(agent, cached, None, now=100.0) is True  # seen 98 s ago, max-age 60
+    # without a max-age (or a clock) nothing is remembered: every return is a change
+    plain = CardRegistry()
+    assert [plain.update(agent, make_card(f'"v{i % 2}"'), None, now=i) for i in range(3)] == [
+        False,
+        True,
+        True,
+    ]
+
+
+def test_cards_per_caller_are_variants_of_their_own() -> None:
+    """``card_variant`` tells callers apart by a digest of their credentials, never the
+    credentials themselves; a fetch without any keeps the version alone."""
+    from otel_a2a.protocol.classify import card_variant
+
+    alice = card_variant({"authorization": "Bearer alice"}, "1.0")
+    bob = card_variant({"authorization": "Bearer bob"}, "1.0")
+    assert alice is not None and bob is not None and alice != bob
+    assert alice.startswith("1.0#") and "alice" not in alice
+    assert card_variant({"authorization": "Bearer alice"}, "1.0") == alice
+    assert card_variant({}, "1.0") == "1.0" and card_variant({}, None) is None
+    reg, agent = CardRegistry(), "http://a"
+    assert reg.update(agent, make_card('"for-alice"'), alice) is False
+    assert reg.update(agent, make_card('"for-bob"'), bob) is False
+    assert reg.etag(agent) == '"for-alice"'

@@ -1,7 +1,8 @@
 """The Go gateway (``demo/go/gateway``, on a2a-go) in front of a real peer: the card contract
 (URLs rewritten, validators and 304 passed through), re-spelling in every style and from any
-spelling, gRPC translated to the worker's JSON-RPC or HTTP+JSON, and the start-up contract
-(READY line, a taken port named as such).
+spelling, gRPC translated to the worker's JSON-RPC or HTTP+JSON, the start-up contract
+(READY line, a taken port named as such), and its calls on the worker exported by OTLP as
+OpenTelemetry's A2A client spans (otel-a2a's Go interceptor, ``go/otela2a``).
 
 The variants of the seeded incident through it are in test_incident.py.
 """
@@ -9,15 +10,21 @@ The variants of the seeded incident through it are in test_incident.py.
 from __future__ import annotations
 
 import contextlib
+import gzip
+import http.server
 import json
+import os
 import socket
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
 
 from tests.support import in_ci
 from tests.support.peers import GO_PEER, go_problem
@@ -36,14 +43,16 @@ def _built() -> None:
 
 
 @contextlib.contextmanager
-def gateway(upstream: str, *flags: str) -> Iterator[str]:
+def gateway(upstream: str, *flags: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """A Go gateway on a free port in front of ``upstream``: its base URL."""
-    with gateway_lines(upstream, *flags) as lines:
+    with gateway_lines(upstream, *flags, env=env) as lines:
         yield lines["READY"]
 
 
 @contextlib.contextmanager
-def gateway_lines(upstream: str, *flags: str) -> Iterator[dict[str, str]]:
+def gateway_lines(
+    upstream: str, *flags: str, env: dict[str, str] | None = None
+) -> Iterator[dict[str, str]]:
     """A Go gateway in front of ``upstream``: its start-up lines up to READY, by first word
     (``GRPC`` with ``--grpc``)."""
     proc = subprocess.Popen(
@@ -51,6 +60,7 @@ def gateway_lines(upstream: str, *flags: str) -> Iterator[dict[str, str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None
@@ -68,7 +78,7 @@ def gateway_lines(upstream: str, *flags: str) -> Iterator[dict[str, str]]:
         proc.wait(timeout=10)
 
 
-def send(base: str, text: str) -> dict[str, Any]:
+def send(base: str, text: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -82,7 +92,10 @@ def send(base: str, text: str) -> dict[str, Any]:
         },
     }
     response = httpx.post(
-        base + "/a2a/jsonrpc", json=body, headers={"A2A-Version": "1.0"}, timeout=10.0
+        base + "/a2a/jsonrpc",
+        json=body,
+        headers={"A2A-Version": "1.0", **(headers or {})},
+        timeout=10.0,
     )
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()["result"]
@@ -221,3 +234,87 @@ def test_an_unknown_style_is_refused(python_peer: str) -> None:
     )
     assert done.returncode != 0
     assert json.dumps("camel") in done.stderr and "pascal, lower, kebab, upper" in done.stderr
+
+
+@contextlib.contextmanager
+def otlp_receiver() -> Iterator[tuple[str, list[trace_service_pb2.ExportTraceServiceRequest]]]:
+    """An OTLP/HTTP protobuf trace receiver on a free port: its endpoint and what it got."""
+    received: list[trace_service_pb2.ExportTraceServiceRequest] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            request = trace_service_pb2.ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            received.append(request)
+            reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _value(v: common_pb2.AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    return getattr(v, kind) if kind else None
+
+
+def test_its_calls_on_the_worker_are_convention_spans(go_peer: str) -> None:
+    trace_id, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    with otlp_receiver() as (endpoint, received):
+        env.update(
+            OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_SERVICE_NAME="go-gateway-under-test",
+        )
+        with gateway(go_peer, env=env) as base:
+            task = send(base, "echo spans", headers={"traceparent": f"00-{trace_id}-{parent}-01"})
+        # the gateway has exited (SIGTERM): it flushed its spans on the way out
+    spans = [
+        (rs, ss, span)
+        for request in received
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    ]
+    assert len(spans) == 1, spans
+    resource, scope, span = spans[0]
+    service = {a.key: _value(a.value) for a in resource.resource.attributes}["service.name"]
+    assert service == "go-gateway-under-test"
+    assert scope.scope.name == "github.com/otel-a2a/otel-a2a/go/otela2a"
+    assert scope.schema_url == "https://opentelemetry.io/schemas/1.44.0"
+    assert span.name == "SendMessage"
+    assert span.kind == span.SPAN_KIND_CLIENT
+    # a child of the caller's span: the trace goes on through the gateway
+    assert span.trace_id.hex() == trace_id
+    assert span.parent_span_id.hex() == parent
+    attributes = {a.key: _value(a.value) for a in span.attributes}
+    message_id = attributes.pop("a2a.message.id")
+    assert isinstance(message_id, str) and message_id
+    assert attributes == {
+        "a2a.method.name": "SendMessage",
+        "a2a.protocol.version": "1.0",
+        "a2a.task.id": task["task"]["id"],
+        "a2a.task.state": "TASK_STATE_COMPLETED",
+        "gen_ai.conversation.id": task["task"]["contextId"],
+        "server.address": "127.0.0.1",
+        "server.port": int(go_peer.rsplit(":", 1)[1]),
+    }

@@ -1,7 +1,7 @@
 """End to end: the seeded incident over real processes (issue 5 §3).
 
 Each test runs one variant through the demo's public entry, ``demo.scenario`` (the runner behind
-``otel-a2a demo``): a worker with a durable file store (the Node ``@a2a-js/sdk`` one, or the A2A
+``python -m demo``): a worker with a durable file store (the Node ``@a2a-js/sdk`` one, or the A2A
 Java SDK one), a gateway (the Python one, or the Go one on a2a-go), and a Python a2a-sdk
 orchestrator instrumented only by ``OTEL_A2A_ENABLED=true``, on free loopback ports in a
 temporary folder. The seed's own runtimes, a Go gateway in front of a JVM worker, play every
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from demo.cli import main
 from demo.scenario import ScenarioConfig, ScenarioResult, Timings, problem, render, run_scenario
-from otel_a2a.cli import main
 from tests.support import in_ci
 
 TIMINGS = Timings.scaled(heartbeat=1.0)
@@ -143,9 +143,15 @@ def test_polling_orchestrator_acts_on_authoritative_state_only(
     result = _run("restart", binding, streaming=False, gateway=gateway, worker=worker)
     _assert_ok(result)
     assert result.divergences == [], _report(result)
-    assert result.metric("otel_a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
     assert (
-        result.metric("otel_a2a_liveness_decisions_total", a2a_decision_outcome="authoritative") > 0
+        result.metric("otel_a2a_liveness_decisions_total", otel_a2a_decision_outcome="divergent")
+        == 0
+    )
+    assert (
+        result.metric(
+            "otel_a2a_liveness_decisions_total", otel_a2a_decision_outcome="authoritative"
+        )
+        > 0
     )
     assert result.metric("otel_a2a_task_get_redundant_total") > 0
     failed = [s for s in result.timeline if s.get("belief") == "failed"]
@@ -205,7 +211,10 @@ def test_healthy_run_has_no_divergence_and_counts_redundant_polls(
     assert result.divergences == [], _report(result)
     assert result.metric("otel_a2a_divergence_total") == 0
     assert result.metric("otel_a2a_task_get_redundant_total") > 0
-    assert result.metric("otel_a2a_liveness_decisions_total", a2a_decision_outcome="divergent") == 0
+    assert (
+        result.metric("otel_a2a_liveness_decisions_total", otel_a2a_decision_outcome="divergent")
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -231,21 +240,21 @@ def test_grpc_combinations_that_do_not_apply_are_refused(
     argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Refused before any process starts, whatever is installed."""
-    assert main(["demo", "--quiet", *argv]) == 2
-    assert capsys.readouterr().err == f"otel-a2a demo: error: {error}\n"
+    assert main(["--quiet", *argv]) == 2
+    assert capsys.readouterr().err == f"python -m demo: error: {error}\n"
 
 
 @NODE
 def test_a_demo_without_its_python_peers_names_the_missing_install_step(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Without uvicorn (the gateway's server) ``otel-a2a demo`` says what is missing and how to
+    """Without uvicorn (the gateway's server) ``python -m demo`` says what is missing and how to
     install it, before starting any process."""
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a)
     )
-    assert main(["demo", "--quiet"]) == 2
+    assert main(["--quiet"]) == 2
     assert capsys.readouterr().err == (
         "otel-a2a demo could not run: uvicorn not installed: "
         "run `make setup` (or pip install -e '.[dev]')\n"
@@ -261,6 +270,6 @@ def test_a_jvm_demo_without_its_jar_names_the_build_step(
     missing = tmp_path / "a2a-jvm-worker.jar"
     monkeypatch.setattr(demo.processes, "JVM_JAR", missing)
     monkeypatch.setattr(demo.processes.shutil, "which", lambda name: f"/usr/bin/{name}")
-    assert main(["demo", "--worker", "jvm", "--quiet"]) == 2
+    assert main(["--worker", "jvm", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"otel-a2a demo could not run: {missing} is missing: run `make jvm`")

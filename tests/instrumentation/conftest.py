@@ -108,6 +108,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 CONFORMANCE_MODULES = {"test_real_peers", "test_grpc_real_peer"}
 
 
+@pytest.fixture(autouse=True)
+def no_timed_drain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deferred work runs at the next entry point or an explicit drain, never by the drain
+    thread's timer in the middle of a test (tests/instrumentation/test_reentry.py tests the
+    timer with its own interval)."""
+    from otel_a2a.instrumentation.reentry import GUARD
+
+    monkeypatch.setattr(GUARD, "interval", 1e6)
+
+
 @pytest.fixture
 def otel(request: pytest.FixtureRequest) -> Iterator[Harness]:
     harness, instrumentor = make_harness()

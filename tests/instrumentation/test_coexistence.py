@@ -159,7 +159,7 @@ def test_httpx_span_is_a_child_of_the_a2a_span(
     assert all(s.parent is None or s.parent.span_id not in http_ids for s in ours)
     # our observation is unaffected by the HTTP layer being traced too
     get = otel.span("GetTask")
-    assert (get.attributes or {})["a2a.task.state"] == "completed"
+    assert (get.attributes or {})["a2a.task.state"] == "TASK_STATE_COMPLETED"
     assert (get.attributes or {})["a2a.task.id"] == seen["done"].id
     stream = otel.span("SendStreamingMessage")
     assert [e.name for e in stream.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
@@ -227,7 +227,7 @@ def test_a2a_sdk_tracing_coexists(global_provider: Harness, python_peer: str) ->
         assert divergences(span) == []
     # detection is unchanged
     get = otel.span("GetTask")
-    assert (get.attributes or {})["a2a.task.state"] == "completed"
+    assert (get.attributes or {})["a2a.task.state"] == "TASK_STATE_COMPLETED"
     assert (get.attributes or {})["otel_a2a.observation.authoritative"] is True
     first, follow_up = otel.spans("SendMessage")
     assert divergences(first) == []

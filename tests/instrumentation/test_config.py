@@ -84,9 +84,54 @@ def test_bad_value_warns_once_and_uses_default(
     assert len(caplog.records) == 1
 
 
-@pytest.mark.parametrize("value", ["1", "true", "Yes", " ON ", "0", "false", "no", "off", ""])
+@pytest.mark.parametrize("value", ["true", "TRUE", "True", "false", "FALSE", ""])
 def test_boolean_spellings(caplog: pytest.LogCaptureFixture, value: str) -> None:
+    """OpenTelemetry's rule: only ``true`` (any case) is true; ``false`` and empty are false."""
     with caplog.at_level(logging.WARNING, logger="otel_a2a"):
         settings = load_settings({"OTEL_A2A_ENABLED": value})
-    assert settings.enabled is (value.strip().lower() in ("1", "true", "yes", "on"))
+    assert settings.enabled is (value.lower() == "true")
     assert caplog.records == []
+
+
+@pytest.mark.parametrize(
+    ("value", "entry", "rule"),
+    [
+        ("a=1,b", "'b'", "not host[:port]=seconds"),
+        ("a=1, https://agent.example=0.5", "'https://agent.example=0.5'", "not a host"),
+        ("a:1=1,agent:70000=2", "'agent:70000=2'", "port outside 1-65535"),
+        ("worker=-5", "'worker=-5'", "seconds must be a number > 0"),
+        ("worker=soon", "'worker=soon'", "seconds must be a number > 0"),
+    ],
+)
+def test_a_bad_override_is_named_with_the_rule_it_broke(
+    caplog: pytest.LogCaptureFixture, value: str, entry: str, rule: str
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        load_settings({"OTEL_A2A_HEARTBEAT_OVERRIDES": value})
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert f"entry {entry}" in warning and rule in warning, warning
+
+
+def test_the_worker_side_settings(caplog: pytest.LogCaptureFixture) -> None:
+    assert (Settings().serve_heartbeat, Settings().serve_check_interval) == (None, 30.0)
+    given = load_settings(
+        {"OTEL_A2A_SERVE_HEARTBEAT": "1.5", "OTEL_A2A_SERVE_CHECK_INTERVAL": "0.25"}
+    )
+    assert (given.serve_heartbeat, given.serve_check_interval) == (1.5, 0.25)
+    caplog.set_level(logging.WARNING, logger="otel_a2a")
+    bad = load_settings({"OTEL_A2A_SERVE_HEARTBEAT": "-2", "OTEL_A2A_SERVE_CHECK_INTERVAL": "x"})
+    assert (bad.serve_heartbeat, bad.serve_check_interval) == (None, 30.0)
+    assert "OTEL_A2A_SERVE_HEARTBEAT" in caplog.text
+    assert "OTEL_A2A_SERVE_CHECK_INTERVAL" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "on", " true", "0", "no", "off"])
+def test_other_boolean_spellings_are_false_with_one_warning(
+    caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        assert load_settings({"OTEL_A2A_ENABLED": value}).enabled is False
+        load_settings({"OTEL_A2A_ENABLED": value})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"otel-a2a: ignoring OTEL_A2A_ENABLED={value!r} (invalid); using the default False"
+    ]

@@ -77,7 +77,7 @@ def test_a_gzip_bomb_is_never_inflated_past_the_limit(
 ) -> None:
     """Peak memory cannot tell: inflated pieces are dropped as they come. Counted instead:
     what is inflated for the exchange stops at exactly what it may hold."""
-    from otel_a2a.instrumentation import exchange
+    from otel_a2a.instrumentation import http_exchange as exchange
 
     inflated: list[int] = []
     pieces = exchange._Inflater.pieces

@@ -22,7 +22,7 @@ import brotli
 import httpx
 import pytest
 
-from otel_a2a.instrumentation import exchange
+from otel_a2a.instrumentation import http_exchange as exchange
 from otel_a2a.protocol import SSEParser
 from tests.instrumentation.conftest import Harness, make_harness
 
@@ -212,13 +212,13 @@ def _instrumented(
 ) -> tuple[Harness, Callable[[], None], list[bytes]]:
     """A harness, its undoing, and the bytes the exchange takes (inflated) as they come."""
     taken: list[bytes] = []
-    take = exchange.Exchange._take
+    take = exchange.HttpExchange._take
 
-    def spy(self: exchange.Exchange, data: bytes) -> None:
+    def spy(self: exchange.HttpExchange, data: bytes) -> None:
         taken.append(bytes(data))
         take(self, data)
 
-    monkeypatch.setattr(exchange.Exchange, "_take", spy)
+    monkeypatch.setattr(exchange.HttpExchange, "_take", spy)
     harness, instrumentor = make_harness()
     return harness, instrumentor.uninstrument, taken
 

@@ -47,7 +47,7 @@ def test_get_task_is_an_authoritative_observation(otel: Harness) -> None:
     assert response.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
     attrs = dict(otel.span("GetTask").attributes or {})
     assert attrs["a2a.task.id"] == "t1"
-    assert attrs["a2a.task.state"] == "working"
+    assert attrs["a2a.task.state"] == "TASK_STATE_WORKING"
     assert attrs["otel_a2a.task.state.raw"] == "TASK_STATE_WORKING"
     assert attrs["otel_a2a.observation.authoritative"] is True
     assert attrs["a2a.protocol.version"] == "1.0"
@@ -100,7 +100,7 @@ def test_heartbeat_gap_then_authoritative_after_poll(otel: Harness, clock: Clock
     assert event.attributes is not None
     assert event.attributes["otel_a2a.observation.age"] == pytest.approx(6)
     assert event.attributes["otel_a2a.card.heartbeat_interval"] == 5
-    assert event.attributes["a2a.task.state"] == "working"
+    assert event.attributes["a2a.task.state"] == "TASK_STATE_WORKING"
     assert (
         otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="authoritative") == 1
     )
@@ -221,8 +221,8 @@ def test_streamed_updates_and_abnormal_end(otel: Harness) -> None:
     assert names == ["otel_a2a.task.status", "otel_a2a.stream.abnormal_end"]
     attrs = dict(span.attributes or {})
     assert attrs["a2a.task.id"] == "s1"
-    assert attrs["a2a.task.state"] == "working"
-    assert otel.total("otel_a2a.task.tracked", a2a__task__state__class="active") == 1
+    assert attrs["a2a.task.state"] == "TASK_STATE_WORKING"
+    assert otel.total("otel_a2a.task.tracked", otel_a2a__task__state__class="active") == 1
 
 
 def test_a_stream_keeps_at_most_16_tasks_alive(
@@ -321,7 +321,7 @@ def test_streaming_a_response_httpx_already_read(otel: Harness) -> None:
             data = b"".join(r.iter_bytes())
     assert b"TASK_STATE_WORKING" in data
     attrs = dict(otel.span("GetTask").attributes or {})
-    assert attrs["a2a.task.state"] == "working"
+    assert attrs["a2a.task.state"] == "TASK_STATE_WORKING"
 
 
 def test_body_over_the_limit_is_observed_from_its_prefix(
@@ -358,7 +358,7 @@ def test_body_over_the_limit_is_observed_from_its_prefix(
             ) as r:
                 assert b"".join(r.iter_bytes()) == payload
         attrs = dict(harness.span("GetTask").attributes or {})
-        assert attrs["a2a.task.state"] == "working"
+        assert attrs["a2a.task.state"] == "TASK_STATE_WORKING"
     finally:
         instrumentor.uninstrument()
 
@@ -465,14 +465,15 @@ def test_error_responses_name_their_error_type(otel: Harness) -> None:
         assert client.post("/a2a", json=body, headers=V1).status_code == 500
     found, failed = otel.spans("GetTask")
     assert found.attributes is not None and failed.attributes is not None
-    assert found.attributes["rpc.response.status_code"] == -32001
+    assert found.attributes["rpc.response.status_code"] == "-32001"
     assert found.attributes["error.type"] == "-32001"
     assert "rpc.response.status_code" not in failed.attributes  # not the HTTP status
     assert failed.attributes["http.response.status_code"] == 500
     assert failed.attributes["error.type"] == "500"
     assert failed.status.description == "HTTP 500"
 
-    # HTTP+JSON: the A2A reason, when the body carries one (the status is 400 for most)
+    # HTTP+JSON: the status as error.type (the convention's rule), the A2A reason beside it
+    # when the body carries one (the status is 400 for most)
     info = {"reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org"}
     for error in ({"code": 400, "status": "FAILED_PRECONDITION"}, {"code": 400, "details": [info]}):
         rest = httpx.MockTransport(lambda r, e=error: httpx.Response(400, json={"error": e}))
@@ -480,7 +481,9 @@ def test_error_responses_name_their_error_type(otel: Harness) -> None:
             client.post("/a2a/rest/tasks/t1:cancel", headers={"A2A-Version": "1.0"})
     plain, reasoned = otel.spans("CancelTask")
     assert dict(plain.attributes or {})["error.type"] == "400"
-    assert dict(reasoned.attributes or {})["error.type"] == "TASK_NOT_CANCELABLE"
+    assert dict(reasoned.attributes or {})["error.type"] == "400"
+    assert "otel_a2a.error.reason" not in dict(plain.attributes or {})
+    assert dict(reasoned.attributes or {})["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
     assert "rpc.response.status_code" not in dict(reasoned.attributes or {})
 
     stream = FakeAgent(sse=[b"event: error\ndata: {}\n\n"])
@@ -509,7 +512,7 @@ def test_the_operation_decides_how_a_body_is_read_not_its_content_type(otel: Har
             request = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
             client.post("/a2a", json=request, headers=V1)
     as_json, as_sse = otel.spans("GetTask")
-    assert dict(as_json.attributes or {})["a2a.task.state"] == "working"
+    assert dict(as_json.attributes or {})["a2a.task.state"] == "TASK_STATE_WORKING"
     assert "a2a.task.state" not in dict(as_sse.attributes or {})
     assert [e.name for e in (*as_json.events, *as_sse.events)] == []
 
@@ -573,7 +576,10 @@ def test_an_unspecified_state_omitted_by_protojson_is_unknown_not_a_divergence(
             pass
     span = otel.span("GetTask")
     attrs = dict(span.attributes or {})
-    assert (attrs["a2a.task.state"], attrs["otel_a2a.task.state.raw"]) == ("unknown", "")
+    assert (attrs["a2a.task.state"], attrs["otel_a2a.task.state.raw"]) == (
+        "TASK_STATE_UNSPECIFIED",
+        "",
+    )
     assert divergences(span) == []
     assert divergences(otel.span("liveness_decision")) == ["no_observation"]
     assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="unknown_state") == 0

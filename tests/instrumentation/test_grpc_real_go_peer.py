@@ -92,7 +92,7 @@ def test_a2a_version_metadata_is_not_checked(
         reply = a2a_pb2_grpc.A2AServiceStub(channel).SendMessage(request, metadata=metadata)
     assert canonical(reply.task.status.state) == "completed"
     span = otel.span("SendMessage")
-    assert attrs(span)["a2a.task.state"] == "completed"
+    assert attrs(span)["a2a.task.state"] == "TASK_STATE_COMPLETED"
     assert attrs(span)["otel_a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
     assert attrs(span)["rpc.response.status_code"] == 0
 

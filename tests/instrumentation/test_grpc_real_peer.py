@@ -283,7 +283,7 @@ def test_stream_left_working_is_an_abnormal_end(
     span = next(iter(otel.spans("SendStreamingMessage")))
     ends = [e for e in span.events if e.name == "otel_a2a.stream.abnormal_end"]
     assert [dict(e.attributes or {}) for e in ends] == [
-        {"a2a.task.id": task.id, "a2a.task.state": "working"}
+        {"a2a.task.id": task.id, "a2a.task.state": "TASK_STATE_WORKING"}
     ]
     assert attrs(span)["rpc.response.status_code"] == 0
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from otel_a2a.instrumentation import httpx_client, runtime
+from otel_a2a.instrumentation import httpx_client, late_setup, runtime
 from tests.instrumentation.conftest import V1, Harness, make_harness
 
 BASE = "http://agent.test"
@@ -92,7 +92,7 @@ def test_a_stream_left_after_one_frame_ends_with_an_abnormal_end(
         client.get("/health")
     span = otel.span("SubscribeToTask")
     assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.stream.abnormal_end"]
-    assert (span.attributes or {})["a2a.task.state"] == "working"
+    assert (span.attributes or {})["a2a.task.state"] == "TASK_STATE_WORKING"
 
 
 def test_uninstrument_ends_the_spans_of_dropped_responses() -> None:
@@ -151,7 +151,7 @@ def test_the_sdk_set_up_runs_off_the_event_loop(
         setup_threads.append(threading.get_ident())
         return loop_ran.wait(timeout=30)
 
-    monkeypatch.setattr(httpx_client, "configure_from_environment", configure)
+    monkeypatch.setattr(late_setup, "configure_from_environment", configure)
 
     async def main() -> int:
         async def other_work() -> None:
@@ -247,7 +247,7 @@ def test_the_sdk_set_up_needs_no_token_of_the_default_thread_limiter(
     rt = runtime.current()
     assert rt is not None
     rt.setup_pending = "configure"
-    monkeypatch.setattr(httpx_client, "configure_from_environment", lambda: True)
+    monkeypatch.setattr(late_setup, "configure_from_environment", lambda: True)
 
     async def main() -> None:
         default = to_thread.current_default_thread_limiter()
@@ -309,12 +309,10 @@ def test_a_dropped_response_is_exported_at_exit_before_the_provider_shuts_down()
     assert done.stdout.split("\n")[:2] == ["exported GetTask", "shutdown"]
 
 
-def test_the_header_fast_path_reads_what_the_public_path_reads(http_lib: ModuleType) -> None:
-    """Headers are read from the library's own lowercased list where its ``Headers`` has that
-    shape (httpx and httpx2 are checked each): the same values as ``Headers.raw`` gives,
-    whatever the case or repetition of the names; any other class goes the public way."""
-    read = httpx_client.library(http_lib).headers
-    assert read is not httpx_client._headers_raw  # this library has the list
+def test_the_headers_read_are_those_of_the_public_raw(http_lib: ModuleType) -> None:
+    """Headers are read from ``Headers.raw`` (httpx and httpx2 each): the names wanted,
+    whatever their case, the first of a repeated one last (as a dict keeps it), nothing
+    else; a subclass keeping them elsewhere is read through its ``raw`` too."""
     items = [
         ("A2A-Version", "1.0"),
         ("CONTENT-TYPE", "application/json"),
@@ -322,23 +320,31 @@ def test_the_header_fast_path_reads_what_the_public_path_reads(http_lib: ModuleT
         ("etag", '"v1"'),
         ("Cache-Control", "max-age=5"),
         ("Content-Encoding", "gzip"),
+        ("Authorization", "Bearer caller"),  # read for per-caller cards (card_variant)
+        ("Cookie", "session=1"),
+        ("X-API-Key", "k"),
     ]
 
     class Elsewhere(http_lib.Headers):  # type: ignore[misc,name-defined]
-        """A subclass keeping its headers elsewhere: only its public ``raw`` may be trusted."""
-
-        def __init__(self, headers: list[tuple[str, str]]) -> None:
-            super().__init__(headers)
-            self._kept = self._list
-            self._list = [(b"X", b"a2a-version", b"forged")]
+        """A subclass whose public ``raw`` is all that may be trusted."""
 
         @property
         def raw(self) -> list[tuple[bytes, bytes]]:
-            return [(raw, value) for raw, _, value in self._kept]
+            return [(k.encode(), v.encode()) for k, v in items]
 
-    for headers in (http_lib.Headers(items), Elsewhere(items)):
-        for wanted in (httpx_client._REQUEST_HEADERS, httpx_client._RESPONSE_HEADERS):
-            listed = read(headers, wanted)
-            assert listed == httpx_client._headers_raw(headers, wanted)
-            assert set(listed) == {name.decode() for name in wanted}
-    assert httpx_client._header_reader(dict) is httpx_client._headers_raw  # no such list
+    for headers in (http_lib.Headers(items), Elsewhere([("A2A-Version", "forged")])):
+        read = httpx_client.read_headers(headers, httpx_client.REQUEST_HEADERS)
+        assert read == {
+            "a2a-version": "1.0",
+            "content-type": "application/json",
+            "authorization": "Bearer caller",
+            "cookie": "session=1",
+            "x-api-key": "k",
+        }
+        read = httpx_client.read_headers(headers, httpx_client._RESPONSE_HEADERS)
+        assert read == {
+            "content-type": "application/json",
+            "etag": '"v1"',
+            "cache-control": "max-age=5",
+            "content-encoding": "gzip",
+        }

@@ -19,9 +19,9 @@ def test_instrument_and_uninstrument_are_serialised(monkeypatch: pytest.MonkeyPa
     def probe(real: Any) -> Any:
         def run(self: Any, **kwargs: Any) -> None:
             def other_thread() -> None:
-                got = inst._toggle_lock.acquire(blocking=False)
+                got = inst.A2AInstrumentor._toggle_lock.acquire(blocking=False)
                 if got:
-                    inst._toggle_lock.release()
+                    inst.A2AInstrumentor._toggle_lock.release()
                 others_got_in.append(got)
 
             other = threading.Thread(target=other_thread)

@@ -73,7 +73,7 @@ def probe() -> Iterator[Probe]:
     try:
         yield probe
     finally:
-        for name in providers._EXPORTER_LOGGERS:
+        for name in providers._exporter_loggers():
             logging.getLogger(name).removeFilter(providers._retry_filter)
         logger.removeFilter(probe)
         providers._retry_filter._warned.clear()

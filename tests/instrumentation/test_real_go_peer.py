@@ -115,7 +115,7 @@ def test_v03_rest_in_snake_case_is_observed(otel: Harness, go_peer: str) -> None
     ]
     get = attrs(otel.span("GetTask"))
     assert (get["a2a.task.id"], get["gen_ai.conversation.id"]) == (task_id, context_id)
-    assert get["a2a.task.state"] == "completed"
+    assert get["a2a.task.state"] == "TASK_STATE_COMPLETED"
     assert otel.total("otel_a2a.divergence") == 0
     assert tracked(otel) == {"active": 0, "interrupted": 0, "terminal": 1}
 

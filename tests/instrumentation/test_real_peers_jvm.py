@@ -236,7 +236,10 @@ def test_get_and_cancel_of_unknown_or_finished_tasks(otel: Harness, peer: str, m
     # confirms the state the decision ignored
     assert divergences(cancel) == ["terminal_state"]
     [event] = [e for e in cancel.events if e.name == "otel_a2a.divergence"]
-    assert event.attributes is not None and event.attributes["a2a.task.state"] == "completed"
+    assert (
+        event.attributes is not None
+        and event.attributes["a2a.task.state"] == "TASK_STATE_COMPLETED"
+    )
     assert otel.points("otel_a2a.divergence") == [
         (
             {

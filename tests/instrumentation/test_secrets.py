@@ -177,7 +177,7 @@ def judge_hints(hints: list[str], foreign: ForeignSpans) -> None:
             f"app observes {i}",
             {
                 "a2a.task.id": f"t-foreign-{i}",
-                "a2a.task.state": "working",
+                "a2a.task.state": "TASK_STATE_WORKING",
                 "otel_a2a.agent.url": hint,
             },
         )
@@ -257,7 +257,7 @@ def test_a_malformed_hint_is_recorded_as_invalid(otel: Harness, hint: str) -> No
     span = otel.span("liveness_decision")
     assert dict(span.attributes or {})["otel_a2a.agent.url"] == INVALID_URL
     (record,) = otel.logs.get_finished_logs()
-    assert dict(record.log_record.attributes or {})["gen_ai.agent.name"] == INVALID_URL
+    assert dict(record.log_record.attributes or {})["otel_a2a.agent.name"] == INVALID_URL
     assert otel.total("otel_a2a.divergence", otel_a2a__agent__name=INVALID_URL) == 1
 
 

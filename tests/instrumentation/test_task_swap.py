@@ -70,7 +70,7 @@ def test_a_follow_up_answered_with_a_new_task_over_v03_as_fasta2a_does(otel: Har
             {
                 "a2a.task.id": new_id,
                 "otel_a2a.task.id.requested": "task-a",
-                "a2a.task.state": "submitted",
+                "a2a.task.state": "TASK_STATE_SUBMITTED",
                 "otel_a2a.task.state.raw": "submitted",
             },
         )
@@ -127,7 +127,7 @@ def test_a_streamed_follow_up_answered_with_a_new_task(otel: Harness, clock: Clo
     assert events(span)[0][1] == {
         "a2a.task.id": "task-b",
         "otel_a2a.task.id.requested": "task-a",
-        "a2a.task.state": "submitted",
+        "a2a.task.state": "TASK_STATE_SUBMITTED",
         "otel_a2a.task.state.raw": "TASK_STATE_SUBMITTED",
     }
     named = ledger("task-a")
@@ -157,7 +157,9 @@ def test_a_stream_that_reported_the_named_task_first_keeps_it_alive(
     with agent.client() as client, client.stream("POST", "/a2a", json=body, headers=V1) as r:
         r.read()
     span = otel.span("SubscribeToTask")
-    assert dict(span.attributes or {})["a2a.task.state"] == "working"  # A's, from its frame
+    assert (
+        dict(span.attributes or {})["a2a.task.state"] == "TASK_STATE_WORKING"
+    )  # A's, from its frame
     assert [name for name, _ in events(span)] == [
         "otel_a2a.task.status",
         "otel_a2a.task.status",

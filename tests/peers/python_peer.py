@@ -25,6 +25,11 @@ The executor's behaviour depends on the first word of the message text:
 - ``reject``: submitted, rejected.
 
 Cancel is supported on any non-terminal task.
+
+``--card-per-caller`` serves one card per caller, as a multi-tenant agent does with a2a-sdk's
+``card_modifier``: the card's description names the ``Authorization`` the fetch sent (so the
+SDK's weak ETag differs per caller). ``--card-version V`` serves the card as version ``V``
+(a redeploy, when the peer is restarted on the same port with another one).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import socket
 import sys
 import uuid
@@ -67,6 +73,7 @@ from a2a.types import (
     TaskStatus,
 )
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 HEARTBEAT_URI = "urn:otel-a2a:heartbeat:v1"
 HEARTBEAT_SECONDS = 30
@@ -186,7 +193,32 @@ class BehaviourExecutor(AgentExecutor):
         await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
 
 
-def build_card(base_url: str, grpc_target: str | None = None) -> AgentCard:
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="anonymous")
+
+
+class CallerMiddleware:
+    """Remembers each request's ``Authorization`` for the ``card_modifier``, which is given
+    the card only (a2a-sdk's ``create_agent_card_routes``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"authorization":
+                    _CALLER.set(value.decode("latin-1"))
+        await self.app(scope, receive, send)
+
+
+async def card_per_caller(card: AgentCard) -> AgentCard:
+    served = AgentCard()
+    served.CopyFrom(card)
+    served.description = f"{card.description} (as served to {_CALLER.get()})"
+    return served
+
+
+def build_card(base_url: str, grpc_target: str | None = None, version: str = "1.0.0") -> AgentCard:
     extension = AgentExtension(
         uri=HEARTBEAT_URI,
         description="Task liveness: an authoritative observation is fresh for this long",
@@ -195,7 +227,7 @@ def build_card(base_url: str, grpc_target: str | None = None) -> AgentCard:
     return AgentCard(
         name="otel-a2a Python test peer",
         description="a2a-sdk 1.3 peer whose behaviour follows the message text",
-        version="1.0.0",
+        version=version,
         supported_interfaces=[
             AgentInterface(
                 protocol_binding="JSONRPC", protocol_version="1.0", url=base_url + JSONRPC_PATH
@@ -256,15 +288,18 @@ def build_app(
     slow_timeout: float = 30.0,
     card: AgentCard | None = None,
     handler: DefaultRequestHandler | None = None,
+    per_caller: bool = False,
 ) -> Starlette:
     card = card or build_card(base_url)
     handler = handler or build_handler(card, slow_timeout)
+    modifier = card_per_caller if per_caller else None
     return Starlette(
+        middleware=[Middleware(CallerMiddleware)] if per_caller else [],
         routes=[
-            *create_agent_card_routes(card, cache_control=CARD_CACHE_CONTROL),
+            *create_agent_card_routes(card, modifier, cache_control=CARD_CACHE_CONTROL),
             *create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH, enable_v0_3_compat=True),
             *create_rest_routes(handler, path_prefix=REST_PATH, enable_v0_3_compat=True),
-        ]
+        ],
     )
 
 
@@ -307,10 +342,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1; 0 = any")
     parser.add_argument("--slow-timeout", type=float, default=30.0, help="seconds, at most 30")
     parser.add_argument("--grpc", action="store_true", help="serve gRPC too (see above)")
+    parser.add_argument("--card-per-caller", action="store_true", help="see above")
+    parser.add_argument("--card-version", default="1.0.0", help="the card's version")
     args = parser.parse_args(argv)
     slow_timeout = min(max(float(args.slow_timeout), 0.1), 30.0)
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, as uvicorn's own listening sockets have (getaddrinfo gives it): asyncio sets
+    # TCP_NODELAY on the connections of such a socket only, else each response waits ~40 ms
+    # for a delayed ACK between its header and body segments
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", int(args.port)))
     port = sock.getsockname()[1]
@@ -318,14 +358,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def serve() -> None:
         grpc_server, grpc_target = (await _start_grpc()) if args.grpc else (None, None)
-        card = build_card(base_url, grpc_target)
+        card = build_card(base_url, grpc_target, args.card_version)
         handler = build_handler(card, slow_timeout)
         if grpc_server is not None:
             _add_grpc_services(grpc_server, handler)
             await grpc_server.start()
             sys.stdout.write(f"GRPC {grpc_target}\n")
         config = uvicorn.Config(
-            build_app(base_url, slow_timeout, card, handler),
+            build_app(base_url, slow_timeout, card, handler, args.card_per_caller),
             log_level="warning",
             lifespan="off",
             timeout_graceful_shutdown=1,

@@ -7,12 +7,14 @@ ledger's own tests, ``tests/detect/test_ledger.py``, which run against both stor
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from otel_a2a.protocol.states import TaskState, read_state
 from otel_a2a.store.sqlite import (
     APPLICATION_ID,
     SCHEMA_VERSION,
+    TRIM_BATCH,
     LedgerStoreError,
     SqliteLedger,
     clock_id,
@@ -301,3 +304,114 @@ def test_each_process_judges_the_shared_observation_against_its_own_card(tmp_pat
     # working again after the end (no timestamp: judged by arrival), whoever reads it
     late = redeployed.on_reports(redeployed.agent(AGENT), [reading], Operation.GET_TASK, 23.0)
     assert [v.reason for v in late] == [R.TERMINAL_REGRESSION]
+
+
+# -- a file that breaks, a bound that shrinks --------------------------------------------------
+
+
+def _filled(path: Path, n: int) -> None:
+    """A ledger file of ``n`` live rows, written in one statement."""
+    SqliteLedger(path, n + 1)
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO tasks (seq, task_id, agent, state, raw, exact, source, at, etag, "
+            "stamp, terminal, interrupted) VALUES (?, ?, 'a', 'working', 'TASK_STATE_WORKING', "
+            "1, 'GetTask', 1.0, NULL, NULL, 0, 0)",
+            ((i, f"old-{i}") for i in range(n)),
+        )
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'count'", (n,))
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+
+
+def _corrupt_pages(path: Path) -> None:
+    """Garbage over every page but the first: the header stays valid."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for offset in range(page, len(data), page):
+        data[offset : offset + 64] = b"\xde\xad\xbe\xef" * 16
+    path.write_bytes(bytes(data))
+
+
+def test_a_valid_header_over_corrupt_pages_is_refused_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    _filled(path, 2_000)
+    _corrupt_pages(path)
+    with sqlite3.connect(path) as conn:  # the header still reads as ours, current
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    with pytest.raises(LedgerStoreError, match="corrupt"):
+        SqliteLedger(path, 10)
+
+
+def test_a_file_found_corrupt_by_an_operation_is_given_up_once(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "ledger.db"
+    _filled(path, 2_000)
+    lost: list[BaseException] = []
+    ledger = SqliteLedger(path, 10_000, on_error=lambda exc: None, on_fatal=lost.append)
+    _corrupt_pages(path)  # after the open's check: another process's crash, a bad disk
+    ledger._local = threading.local()  # a thread that opens its connection now
+    for i in range(5):
+        ledger.observe(make_obs(f"new-{i}"))
+        ledger.get(f"old-{i}")
+    assert len(lost) == 1 and ledger.fatal is lost[0]
+    assert isinstance(lost[0], sqlite3.DatabaseError)
+
+
+def test_a_full_database_is_given_up_once(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    lost: list[BaseException] = []
+    ledger = SqliteLedger(path, 100_000, on_error=lambda exc: None, on_fatal=lost.append)
+    conn = ledger._conn()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite answers SQLITE_FULL from now
+    for i in range(500):
+        ledger.observe(make_obs(f"t-{i}-" + "x" * 200))
+    assert len(lost) == 1
+    assert lost[0].sqlite_errorcode == sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+
+
+def test_the_runtime_falls_back_to_memory_once_the_file_is_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No stream of no_observation: the decisions after the loss are judged on this
+    process's own observations, with one warning."""
+    import logging
+
+    from otel_a2a.detect.ledger import TaskLedger
+    from otel_a2a.instrumentation.config import Settings
+    from otel_a2a.instrumentation.runtime import Runtime
+
+    path = tmp_path / "ledger.db"
+    rt = Runtime(Settings(ledger_path=str(path), max_tracked_tasks=100_000))
+    shared = rt.detector.ledger
+    assert isinstance(shared, SqliteLedger)
+    conn = shared._conn()
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    agent = rt.detector.agent("http://worker")
+    with caplog.at_level(logging.WARNING, logger="otel_a2a"):
+        for i in range(200):
+            obs = make_obs(f"t-{i}-" + "x" * 200, at=time.monotonic())
+            rt.detector.ledger.observe(obs)
+    assert isinstance(rt.detector.ledger, TaskLedger)
+    assert [r.getMessage() for r in caplog.records if "cannot be used any more" in r.getMessage()]
+    now = time.monotonic()
+    rt.detector.ledger.observe(make_obs("after", at=now))
+    assert rt.detector.decide("after", agent, now + 1).ok  # judged on memory, not the file
+
+
+def test_a_lowered_bound_is_trimmed_a_batch_per_write(tmp_path: Path) -> None:
+    """A file of 5,000 rows opened with a bound of 100: no write evicts more than the
+    batch, and the writes that follow bring the count down to the bound."""
+    path = tmp_path / "ledger.db"
+    _filled(path, 5_000)
+    ledger, errors = open_ledger(path, max_tasks=100)
+    counts = [meta_count(path)]
+    for i in range(200):
+        ledger.observe(make_obs(f"new-{i}"))
+        counts.append(meta_count(path))
+    steps = [before - after for before, after in itertools.pairwise(counts)]
+    assert max(steps) <= TRIM_BATCH  # evicted at most the batch, one row in
+    assert counts[-1] == 100 == len(rows(path)) and not errors
+    assert ledger.get("new-199") is not None  # the newest stay

@@ -14,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // hopByHop are the request headers a forwarder must not pass on (RFC 9110 §7.6.1), plus the
@@ -26,12 +28,12 @@ var hopByHop = map[string]bool{
 }
 
 // forwarder is an a2asrv.RequestHandler that answers each call with the worker's answer to
-// the same call, made through an a2a-go client transport of the same binding. It keeps no
-// task state of its own: what the orchestrator sees is what the worker said, re-spelled only
-// when --respell asks for it.
+// the same call, made through an a2a-go client of the same binding, whose calls otela2a's
+// interceptor records as spans. It keeps no task state of its own: what the orchestrator sees
+// is what the worker said, re-spelled only when --respell asks for it.
 type forwarder struct {
 	name     string // "JSON-RPC" or "HTTP+JSON", in the log
-	upstream a2aclient.Transport
+	upstream *a2aclient.Client
 	respell  speller
 }
 
@@ -55,6 +57,25 @@ func params(ctx context.Context) a2aclient.ServiceParams {
 	return out
 }
 
+// outgoing is the context of the call on the worker: the caller's parameters (less
+// A2A-Version, which a2a-go's client sets from the interface it calls) and, when tracing is
+// set up (telemetry.go), the caller's trace context as the parent of the gateway's span.
+func outgoing(ctx context.Context) context.Context {
+	p := params(ctx)
+	headers := http.Header{}
+	for k, values := range p {
+		if strings.EqualFold(k, a2a.SvcParamVersion) {
+			delete(p, k)
+			continue
+		}
+		for _, v := range values {
+			headers.Add(k, v)
+		}
+	}
+	ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(headers))
+	return a2aclient.AttachServiceParams(ctx, p)
+}
+
 func (f *forwarder) logf(format string, args ...any) {
 	logf(f.name+" "+format, args...)
 }
@@ -65,13 +86,13 @@ func logf(format string, args ...any) {
 }
 
 func (f *forwarder) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	task, err := f.upstream.GetTask(ctx, params(ctx), req)
+	task, err := f.upstream.GetTask(outgoing(ctx), req)
 	f.respell.task(task)
 	return task, err
 }
 
 func (f *forwarder) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	resp, err := f.upstream.ListTasks(ctx, params(ctx), req)
+	resp, err := f.upstream.ListTasks(outgoing(ctx), req)
 	if resp != nil {
 		for _, t := range resp.Tasks {
 			f.respell.task(t)
@@ -81,13 +102,13 @@ func (f *forwarder) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*
 }
 
 func (f *forwarder) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
-	task, err := f.upstream.CancelTask(ctx, params(ctx), req)
+	task, err := f.upstream.CancelTask(outgoing(ctx), req)
 	f.respell.task(task)
 	return task, err
 }
 
 func (f *forwarder) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
-	res, err := f.upstream.SendMessage(ctx, params(ctx), req)
+	res, err := f.upstream.SendMessage(outgoing(ctx), req)
 	if task, ok := res.(*a2a.Task); ok {
 		f.respell.task(task)
 	}
@@ -116,19 +137,19 @@ func (f *forwarder) stream(what string, events iter.Seq2[a2a.Event, error]) iter
 }
 
 func (f *forwarder) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
-	return f.stream("SendStreamingMessage", f.upstream.SendStreamingMessage(ctx, params(ctx), req))
+	return f.stream("SendStreamingMessage", f.upstream.SendStreamingMessage(outgoing(ctx), req))
 }
 
 func (f *forwarder) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
-	return f.stream("SubscribeToTask", f.upstream.SubscribeToTask(ctx, params(ctx), req))
+	return f.stream("SubscribeToTask", f.upstream.SubscribeToTask(outgoing(ctx), req))
 }
 
 func (f *forwarder) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	return f.upstream.GetTaskPushConfig(ctx, params(ctx), req)
+	return f.upstream.GetTaskPushConfig(outgoing(ctx), req)
 }
 
 func (f *forwarder) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	configs, err := f.upstream.ListTaskPushConfigs(ctx, params(ctx), req)
+	configs, err := f.upstream.ListTaskPushConfigs(outgoing(ctx), req)
 	if err != nil {
 		return nil, err
 	}
@@ -136,15 +157,15 @@ func (f *forwarder) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPu
 }
 
 func (f *forwarder) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig) (*a2a.PushConfig, error) {
-	return f.upstream.CreateTaskPushConfig(ctx, params(ctx), req)
+	return f.upstream.CreateTaskPushConfig(outgoing(ctx), req)
 }
 
 func (f *forwarder) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
-	return f.upstream.DeleteTaskPushConfig(ctx, params(ctx), req)
+	return f.upstream.DeleteTaskPushConfig(outgoing(ctx), req)
 }
 
 func (f *forwarder) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
-	return f.upstream.GetExtendedAgentCard(ctx, params(ctx), req)
+	return f.upstream.GetExtendedAgentCard(outgoing(ctx), req)
 }
 
 // errorBodyFix makes the worker's HTTP+JSON error bodies readable by a2a-go's HTTP+JSON client

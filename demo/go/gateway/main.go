@@ -28,8 +28,13 @@
 // default --respell-style pascal), playing a worker that spells states its own way; states are
 // recognised in any case or style. Not on gRPC: TaskState is a protobuf enum there, and
 // a2a-go turns any spelling it does not know into TASK_STATE_UNSPECIFIED, so a re-spelled
-// state cannot be carried; the gRPC side passes states on as the worker wrote them. The
-// gateway is deliberately not instrumented.
+// state cannot be carried; the gRPC side passes states on as the worker wrote them.
+//
+// Its calls on the worker are made by a2a-go clients with otel-a2a's Go interceptor
+// (go/otela2a): OpenTelemetry's A2A client spans, exported by OTLP when the environment names
+// an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, ...: telemetry.go), under the service name
+// a2a-go-gateway unless OTEL_SERVICE_NAME says otherwise. Nothing else of the gateway is
+// instrumented.
 package main
 
 import (
@@ -48,8 +53,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/otel-a2a/otel-a2a/go/otela2a"
 )
 
 func main() {
@@ -88,7 +95,10 @@ func main() {
 			log.Fatalf("a2a-go-gateway: unknown --grpc-upstream %q (JSONRPC, HTTP+JSON)", binding)
 		}
 	}
-	if err := run(strings.TrimRight(*upstream, "/"), *port, sp, binding); err != nil {
+	flush := setupTracing()
+	err := run(strings.TrimRight(*upstream, "/"), *port, sp, binding)
+	flush()
+	if err != nil {
 		log.Fatal("a2a-go-gateway: ", err)
 	}
 }
@@ -112,11 +122,11 @@ func run(upstream string, port int, sp speller, grpcUpstream string) error {
 		return err // "listen tcp 127.0.0.1:N: bind: address already in use"
 	}
 	public := "http://" + listener.Addr().String()
-	jsonrpcUp := func() a2aclient.Transport {
-		return a2aclient.NewJSONRPCTransport(upstream+"/a2a/jsonrpc", sdkClient)
+	jsonrpcUp := func() (*a2aclient.Client, error) {
+		return upstreamClient(upstream+"/a2a/jsonrpc", a2a.TransportProtocolJSONRPC, sdkClient)
 	}
-	restUp := func() a2aclient.Transport {
-		return a2aclient.NewRESTTransport(base.JoinPath("/a2a/rest"), sdkClient)
+	restUp := func() (*a2aclient.Client, error) {
+		return upstreamClient(base.JoinPath("/a2a/rest").String(), a2a.TransportProtocolHTTPJSON, sdkClient)
 	}
 	var g *grpcServer
 	cards := &cardHandler{client: client, upstream: upstream, public: public}
@@ -132,14 +142,26 @@ func run(upstream string, port int, sp speller, grpcUpstream string) error {
 		if sp != nil {
 			logf("gRPC: --respell does not apply (TaskState is an enum on gRPC: states pass as the worker wrote them)")
 		}
-		g.serve(&forwarder{name: "gRPC->" + grpcUpstream, upstream: up()}, false)
+		grpcClient, err := up()
+		if err != nil {
+			return err
+		}
+		g.serve(&forwarder{name: "gRPC->" + grpcUpstream, upstream: grpcClient}, false)
 	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET "+cardPath, cards)
-	jsonrpc := &forwarder{name: "JSON-RPC", upstream: jsonrpcUp(), respell: sp}
+	jsonrpcClient, err := jsonrpcUp()
+	if err != nil {
+		return err
+	}
+	jsonrpc := &forwarder{name: "JSON-RPC", upstream: jsonrpcClient, respell: sp}
 	mux.Handle("/a2a/jsonrpc", a2asrv.NewJSONRPCHandler(jsonrpc))
-	rest := &forwarder{name: "HTTP+JSON", upstream: restUp(), respell: sp}
+	restClient, err := restUp()
+	if err != nil {
+		return err
+	}
+	rest := &forwarder{name: "HTTP+JSON", upstream: restClient, respell: sp}
 	mux.Handle("/a2a/rest/", http.StripPrefix("/a2a/rest", a2asrv.NewRESTHandler(rest)))
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -151,6 +173,16 @@ func run(upstream string, port int, sp speller, grpcUpstream string) error {
 	mux.Handle("/a2a/", proxy)
 
 	return serveUntilSignal(listener, mux, g)
+}
+
+// upstreamClient is an a2a-go client of the worker's interface at url, its calls recorded by
+// otela2a's interceptor (the spans go wherever telemetry.go sends them, nowhere by default).
+func upstreamClient(url string, binding a2a.TransportProtocol, client *http.Client) (*a2aclient.Client, error) {
+	return a2aclient.NewFromEndpoints(context.Background(),
+		[]*a2a.AgentInterface{a2a.NewAgentInterface(url, binding)},
+		a2aclient.WithJSONRPCTransport(client), a2aclient.WithRESTTransport(client),
+		a2aclient.WithCallInterceptors(otela2a.NewInterceptor(otela2a.WithBinding(binding))),
+	)
 }
 
 // serveUntilSignal serves on listener, prints READY once it accepts connections, and shuts

@@ -1,4 +1,4 @@
-"""Work met inside otel-a2a's own work (``otel_a2a/instrumentation/collection.py``): a garbage
+"""Work met inside otel-a2a's own work (``otel_a2a/instrumentation/reentry.py``): a garbage
 collection there runs finalisers that may end a span, take a decision, send or read an A2A
 request while this thread holds the ledger's lock. None of it may wait on that lock: spans
 are deferred to the next drain, decisions and requests go through unjudged, counted.
@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from otel_a2a import liveness_decision
-from otel_a2a.instrumentation import collection
+from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.instrumentation.runtime import Runtime
 from tests.instrumentation.conftest import Clock, Harness, divergences
 from tests.support.fake_agent import FakeAgent
@@ -135,7 +135,7 @@ def test_a_collection_inside_a_metric_callback_defers_too(
     rt: Runtime, otel: Harness, ledger_lock: CollectingLock
 ) -> None:
     """The stale-task gauge walks the ledger under its lock, in the metric reader's thread."""
-    finalised(foreign_span(otel, "tM", **{"a2a.task.state": "working"}))
+    finalised(foreign_span(otel, "tM", **{"a2a.task.state": "TASK_STATE_WORKING"}))
     ledger_lock.armed = True
     in_a_thread(otel.reader.get_metrics_data)
     assert not ledger_lock.armed and otel.spans("server"), "no collection ran"
@@ -196,44 +196,46 @@ def inside() -> Iterator[Callable[[bool], None]]:
     def set_inside(on: bool) -> None:
         nonlocal entered
         if on:
-            assert collection.enter()
+            assert GUARD.enter()
         else:
-            collection.leave()
+            GUARD.leave()
         entered = on
 
     try:
         yield set_inside
     finally:
         if entered:
-            collection.leave()
+            GUARD.leave()
 
 
 def test_work_deferred_beyond_the_bound_is_counted_not_kept(
     rt: Runtime, otel: Harness, inside: Callable[[bool], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(collection, "MAX_DEFERRED", 2)
+    monkeypatch.setattr(GUARD, "max_deferred", 2)
     inside(True)
     for i in range(5):
-        foreign_span(otel, f"tO{i}", **{"a2a.task.state": "working"})()
+        foreign_span(otel, f"tO{i}", **{"a2a.task.state": "TASK_STATE_WORKING"})()
     inside(False)
-    assert collection._queue.qsize() == 2
+    assert GUARD.pending() == 2
     foreign_span(otel, "tP")()  # the next hook call drains first
     assert [rt.detector.ledger.get(f"tO{i}") is not None for i in range(5)] == [True] * 2 + [
         False
     ] * 3
     assert otel.total("otel_a2a.instrumentation.errors", error__type="deferred_overflow") == 3
-    assert collection._queue.empty() and collection._dropped == 0
+    assert GUARD.pending() == 0 and GUARD._dropped == 0
 
 
 def test_otel_a2a_work_in_one_thread_leaves_the_others_alone(
     rt: Runtime, otel: Harness, inside: Callable[[bool], None]
 ) -> None:
     inside(True)
-    other = threading.Thread(target=foreign_span(otel, "tB", **{"a2a.task.state": "completed"}))
+    other = threading.Thread(
+        target=foreign_span(otel, "tB", **{"a2a.task.state": "TASK_STATE_COMPLETED"})
+    )
     other.start()
     other.join(10)
     assert rt.detector.ledger.get("tB") is not None  # observed at once, in its own thread
-    assert collection._queue.empty()
+    assert GUARD.pending() == 0
 
 
 def test_a_deferred_span_is_observed_at_the_time_it_ended(
@@ -244,7 +246,7 @@ def test_a_deferred_span_is_observed_at_the_time_it_ended(
     from otel_a2a.protocol import StateReading, TaskReport, TaskState
 
     inside(True)
-    foreign_span(otel, "tT", **{"a2a.task.state": "working"})()
+    foreign_span(otel, "tT", **{"a2a.task.state": "TASK_STATE_WORKING"})()
     inside(False)
     clock.advance(1)  # a response read meanwhile, in another thread
     done = StateReading("TASK_STATE_COMPLETED", TaskState.COMPLETED, True, True)
@@ -266,14 +268,14 @@ def test_a_deferred_span_keeps_only_bounded_text_it_is_read_for(
     """No span kept alive, no peer's long value held whole; an overlong task id is no id."""
     inside(True)
     foreign_span(otel, "tR", **{"otel_a2a.task.state.raw": "W" * 5000, "other": "x"})()
-    foreign_span(otel, "x" * 2000, **{"a2a.task.state": "working"})()
+    foreign_span(otel, "x" * 2000, **{"a2a.task.state": "TASK_STATE_WORKING"})()
     inside(False)
-    assert collection._queue.qsize() == 2  # the span, and the error of the overlong id
-    item = collection._queue.get_nowait()
+    assert GUARD.pending() == 2  # the span, and the error of the overlong id
+    item = GUARD._queue.get_nowait()
     (kept,) = [arg for arg in item.args if isinstance(arg, dict)]  # type: ignore[attr-defined]
     assert kept == {"otel_a2a.task.state.raw": "W" * 1024}
-    collection._queue.put(item)
-    collection.drain()
+    GUARD._queue.put(item)
+    GUARD.drain()
     assert rt.detector.ledger.get("tR") is not None
     assert otel.total("otel_a2a.instrumentation.errors", error__type="task_id_too_long") == 1
 
@@ -320,7 +322,7 @@ def test_a_response_read_inside_otel_a2a_work_is_not_observed(
         inside(False)
         assert content == task  # the application gets its bytes
         assert otel.spans("GetTask") == []
-        collection.drain()
+        GUARD.drain()
         assert rt.detector.ledger.get("t1") is None
         span = otel.span("GetTask")
         assert span.end_time is not None and "a2a.task.state" not in (span.attributes or {})
@@ -333,12 +335,57 @@ def test_uninstrument_runs_what_was_deferred(
     from otel_a2a.instrumentation import A2AInstrumentor
 
     inside(True)
-    foreign_span(otel, "tU", **{"a2a.task.state": "working"})()
+    foreign_span(otel, "tU", **{"a2a.task.state": "TASK_STATE_WORKING"})()
     with liveness_decision("tU"):
         pass
     inside(False)
     A2AInstrumentor().uninstrument()
-    assert collection._queue.empty()
+    assert GUARD.pending() == 0
     assert rt.detector.ledger.get("tU") is not None  # that runtime's, not the next one's
     assert otel.total("otel_a2a.instrumentation.errors", error__type="reentrant_call") == 1
     A2AInstrumentor().instrument(tracer_provider=otel.tracer_provider)
+
+
+def test_an_entry_runs_a_bounded_batch_of_what_waits(
+    rt: Runtime, otel: Harness, inside: Callable[[bool], None]
+) -> None:
+    """An unrelated request never runs all of a long queue inline: one batch per entry; the
+    rest waits for the drain thread (or the next entries)."""
+    inside(True)
+    for i in range(GUARD.batch * 3):
+        foreign_span(otel, f"tQ{i}", **{"a2a.task.state": "TASK_STATE_WORKING"})()
+    inside(False)
+    assert GUARD.pending() == GUARD.batch * 3
+    with liveness_decision("tZ"):
+        pass
+    assert GUARD.pending() == GUARD.batch * 2
+    GUARD.drain()
+    assert GUARD.pending() == 0
+    assert all(rt.detector.ledger.get(f"tQ{i}") is not None for i in range(GUARD.batch * 3))
+
+
+def test_an_idle_process_still_ends_a_dropped_response_span(
+    otel: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A response dropped unread defers its span's end; with no later request, the drain
+    thread ends it ``interval`` seconds on."""
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+    ended = threading.Event()
+
+    class Watch(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            if span.name == "GetTask":
+                ended.set()
+
+    otel.tracer_provider.add_span_processor(Watch())
+    task = b'{"jsonrpc":"2.0","id":1,"result":{"id":"t1","status":{"state":"TASK_STATE_WORKING"}}}'
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=iter([task])))
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t1"}}
+    with httpx.Client(transport=transport, base_url="http://agent.test") as client:
+        request = client.build_request("POST", "/a2a", json=body, headers={"A2A-Version": "1.0"})
+        monkeypatch.setattr(GUARD, "interval", 0.01)
+        client.send(request, stream=True)  # dropped unread, unclosed
+        gc.collect()
+        assert ended.wait(10), "the drain thread did not end the span"
+    assert otel.span("GetTask").end_time is not None
