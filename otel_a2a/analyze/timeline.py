@@ -339,8 +339,8 @@ class TimelineBuilder:
             event_attrs = attributes(event.get("attributes"))
             when = _nanos(event.get("timeUnixNano"))
             when = start if when is None else when
-            said = dialects.read(event_attrs)
-            event_task = self._task(said.task_id) or task
+            told = dialects.read(event_attrs)
+            event_task = self._task(told.task_id) or task
             if event_task is None:
                 continue
             if name in dialects.DIVERGENCE_EVENTS:
@@ -356,8 +356,8 @@ class TimelineBuilder:
                         ref,
                     ),
                 )
-            elif name in dialects.STATUS_EVENTS and said.state is not None:
-                raw = said.state[1]
+            elif name in dialects.STATUS_EVENTS and told.state is not None:
+                raw = told.state[1]
                 if raw:
                     self._push(
                         event_task,

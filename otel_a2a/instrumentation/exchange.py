@@ -15,8 +15,10 @@ atomic), so a finaliser may end an exchange.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -34,7 +36,7 @@ from otel_a2a.protocol import (
 )
 from otel_a2a.protocol.states import semconv_state
 
-Value = str | bool | int | float
+Value = str | bool | int | float | tuple[str, ...]
 Attributes = dict[str, Value]
 
 _GET_TASK = Operation.GET_TASK.value
@@ -55,7 +57,27 @@ _CLIENT = SpanKind.CLIENT
 _MAX_STREAM_TASKS = 16
 _MAX_TEMPLATES = 256  # (peer, operation, wire) templates a runtime keeps; cleared when full
 
-TemplateKey = tuple[Peer, str, str | None, str | None, str | None]
+Server = tuple[str, int | None]
+
+
+@functools.lru_cache(maxsize=256)
+def server_of(origin: str) -> Server | None:
+    """(``server.address``, ``server.port``) of ``scheme://host[:port]``: the host without
+    brackets, the port when written (a scheme's default is not guessed for ``grpc://``)."""
+    try:
+        parts = urlsplit(origin)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port out of range, a bracket unclosed: nothing to say
+        return None
+    if not host:
+        return None
+    if port is None:
+        port = _DEFAULT_PORTS.get(parts.scheme)
+    return host, port
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+TemplateKey = tuple[Peer, str, str | None, str | None, str | None, Server | None]
 
 
 def card_attributes(
@@ -80,7 +102,7 @@ def _template(templates: dict[TemplateKey, Attributes], key: TemplateKey) -> Att
     """The attributes every span of one operation to one peer starts with (the peer as
     resolved under one card generation: a card fetch makes new peers), built once per
     runtime; a request adds its task and context ids."""
-    peer, op, version, binding, jsonrpc_method = key
+    peer, op, version, binding, jsonrpc_method, server = key
     attrs: Attributes = {
         sc.RPC_SYSTEM: sc.RPC_SYSTEM_A2A,
         sc.RPC_METHOD: op,
@@ -95,6 +117,14 @@ def _template(templates: dict[TemplateKey, Attributes], key: TemplateKey) -> Att
         attrs[sc.JSONRPC_METHOD] = jsonrpc_method
     if peer.name:
         attrs[sc.AGENT_NAME] = peer.name
+    if peer.version:
+        attrs[sc.AGENT_VERSION] = peer.version
+    if peer.description:
+        attrs[sc.AGENT_DESCRIPTION] = peer.description
+    if server is not None:
+        attrs[sc.SERVER_ADDRESS] = server[0]
+        if server[1] is not None:
+            attrs[sc.SERVER_PORT] = server[1]
     if peer.etag and op not in _CARD_OPS:  # card spans carry their own
         attrs[sc.CARD_ETAG] = peer.etag
     if len(templates) >= _MAX_TEMPLATES:
@@ -123,9 +153,13 @@ class Exchange:
         "span",
     )
 
-    def __init__(self, rt: Runtime, a2a: A2ARequest, peer: Peer, binding: str | None) -> None:
-        """Start the span. ``binding``: the ``a2a.binding`` to record (None: none, as for a
-        well-known card fetch, which is not version-negotiated)."""
+    def __init__(
+        self, rt: Runtime, a2a: A2ARequest, peer: Peer, binding: str | None, origin: str
+    ) -> None:
+        """Start the span. ``binding``: the ``otel_a2a.binding`` to record (None: none, as for
+        a well-known card fetch, which is not version-negotiated); ``origin``: where the
+        request goes (``scheme://host[:port]``, a path after it ignored), the convention's
+        ``server.*``."""
         self.rt = rt
         self.a2a = a2a
         self.peer = peer
@@ -139,7 +173,7 @@ class Exchange:
         self._terminal_seen = False
         self._open = [True]  # popped by the one call that ends the exchange
         templates = rt.templates
-        key = (peer, op, a2a.version, binding, a2a.jsonrpc_method)
+        key = (peer, op, a2a.version, binding, a2a.jsonrpc_method, server_of(origin))
         template = templates.get(key)
         if template is None:
             template = _template(templates, key)
@@ -151,6 +185,12 @@ class Exchange:
                 attrs[sc.LIVENESS_DECISION] = True
         if a2a.context_id:
             attrs[sc.CONTEXT_ID] = a2a.context_id
+        if a2a.message_id:
+            attrs[sc.MESSAGE_ID] = a2a.message_id
+        if a2a.reference_task_ids:
+            attrs[sc.MESSAGE_REFERENCE_TASK_IDS] = a2a.reference_task_ids
+        if a2a.tenant:
+            attrs[sc.TENANT] = a2a.tenant
         self.span: Span = rt.tracer.start_span(sc.span_name(op), kind=_CLIENT, attributes=attrs)
         self._recording = self.span.is_recording()
 

@@ -74,8 +74,16 @@ def _open(
         a2a = wire.classify_call(method, metadata)
         if a2a is None:
             return None
-        task_id, context_id = wire.request_ids(a2a.operation, request)
-        a2a = a2a._replace(task_id=task_id, context_id=context_id)
+        op = a2a.operation
+        task_id, context_id = wire.request_ids(op, request)
+        message_id, refs = wire.request_message(op, request)
+        a2a = a2a._replace(
+            task_id=task_id,
+            context_id=context_id,
+            message_id=message_id,
+            reference_task_ids=refs,
+            tenant=wire.request_tenant(request),
+        )
         exchange = GrpcExchange(rt, a2a, origin, method, streaming)
     except Exception as exc:
         rt.error(exc)

@@ -29,7 +29,7 @@ class GrpcExchange(Exchange):
         self, rt: Runtime, a2a: A2ARequest, origin: str, method: str, streaming: bool
     ) -> None:
         self._code_name = ""
-        super().__init__(rt, a2a, rt.peer(origin + method, origin), a2a.binding.value)
+        super().__init__(rt, a2a, rt.peer(origin + method, origin), a2a.binding.value, origin)
         if streaming:
             self.stream_opened()
 

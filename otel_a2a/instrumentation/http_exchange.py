@@ -113,7 +113,7 @@ class HttpExchange(Exchange):
         self._given_up = False
         # a well-known card fetch is not version-negotiated: no binding either
         recorded = binding if a2a.version is not None else None
-        super().__init__(rt, a2a, rt.peer(url, interface), recorded)
+        super().__init__(rt, a2a, rt.peer(url, interface), recorded, interface)
 
     # -- response ------------------------------------------------------------------------
 

@@ -50,7 +50,17 @@ class Peer:
     ``generation`` (see ``Runtime.fresh``); ``label`` is its ``otel_a2a.agent.name`` metric label,
     taken only when a metric needs it (labels are capped)."""
 
-    __slots__ = ("_label", "_metrics", "etag", "generation", "heartbeat", "key", "name")
+    __slots__ = (
+        "_label",
+        "_metrics",
+        "description",
+        "etag",
+        "generation",
+        "heartbeat",
+        "key",
+        "name",
+        "version",
+    )
 
     def __init__(
         self,
@@ -60,11 +70,15 @@ class Peer:
         name: str | None,
         generation: int,
         metrics: A2AMetrics,
+        card: CardInfo | None = None,
     ) -> None:
         self.key = key
         self.etag = etag
         self.heartbeat = heartbeat
         self.name = name
+        # the card's version and description, for the convention's gen_ai.agent.* attributes
+        self.version = card.version if card is not None else None
+        self.description = card.description if card is not None else None
         self.generation = generation
         self._metrics = metrics
         self._label: str | None = None
@@ -199,9 +213,9 @@ class Runtime:
     def _resolve(self, agent: str, generation: int) -> Peer:
         registry = self.detector.registry
         heartbeat = registry.heartbeat(agent)[0]
-        return Peer(
-            agent, registry.etag(agent), heartbeat, registry.name(agent), generation, self.metrics
-        )
+        card = registry.card(agent)
+        name = card.name if card is not None else None
+        return Peer(agent, registry.etag(agent), heartbeat, name, generation, self.metrics, card)
 
     def first_sight(self, hook: str, span: ReadableSpan) -> bool:
         """Whether ``span`` reaches span-processor hook ``hook`` for the first time."""

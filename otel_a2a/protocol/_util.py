@@ -125,14 +125,24 @@ _PAYLOAD = {
 _RESPONSE = SchemaValidator(
     _fields(jsonrpc=_ANY, result=_fields(**_PAYLOAD), error=_ANY, code=_ANY, **_PAYLOAD)
 )
-_MESSAGE_IDS = _fields(taskId=_ANY, contextId=_ANY, task_id=_ANY, context_id=_ANY)
+_MESSAGE_IDS = _fields(
+    taskId=_ANY,
+    contextId=_ANY,
+    task_id=_ANY,
+    context_id=_ANY,
+    messageId=_ANY,
+    message_id=_ANY,
+    referenceTaskIds=_ANY,
+    reference_task_ids=_ANY,
+)
 _REQUEST = SchemaValidator(
     _fields(
         jsonrpc=_ANY,
         method=_ANY,
         message=_MESSAGE_IDS,
         request=_MESSAGE_IDS,
-        params=_fields(id=_ANY, taskId=_ANY, task_id=_ANY, message=_MESSAGE_IDS),
+        tenant=_ANY,
+        params=_fields(id=_ANY, taskId=_ANY, task_id=_ANY, tenant=_ANY, message=_MESSAGE_IDS),
     )
 )
 
@@ -147,7 +157,8 @@ def parse_response(data: bytes) -> Any:
 
 
 def parse_request(data: bytes) -> Any:
-    """Parse a request body, keeping only the method and the task/context ids."""
+    """Parse a request body, keeping only the method, the tenant and the task, context and
+    message ids."""
     if len(data) > MAX_FULL_PARSE:
         return parse_json_prefix(data)
     unmarked = data[3:] if data[:3] == _BOM else data  # strip_bom, inlined: every request

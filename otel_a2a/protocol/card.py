@@ -23,6 +23,7 @@ from otel_a2a.protocol.model import A2ARequest, Binding, CardInfo, Interface
 
 HEARTBEAT_EXTENSION_URI = "urn:otel-a2a:heartbeat:v1"
 _MAX_TEXT = 256
+_MAX_DESCRIPTION = 1024  # a span attribute, not the card: enough to tell agents apart
 _MAX_URL = 512  # an interface URL longer than this is not recorded (nor routed)
 _MAX_INTERFACES = 16  # per card: a card is remembered per agent, up to 1000 agents
 
@@ -151,6 +152,7 @@ def _card_info(doc: dict[str, Any], etag: str, source: str, max_age: float | Non
         heartbeat_source=heartbeat_source,
         max_age=max_age,
         protocol_versions=tuple(versions),
+        description=_text(doc, "description", _MAX_DESCRIPTION),
     )
 
 

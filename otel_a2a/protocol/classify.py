@@ -285,14 +285,40 @@ def _classify_path(
         base.pop()  # the v0.3 ``/v1`` prefix is not part of the interface URL
     elif op is _GET_EXTENDED_AGENT_CARD and last == "card":
         return None  # ``/v1/card`` under a v1.x header is not the v0.3 card route
-    context_id: str | None = None
     if op in _SEND_OPS and body:
         doc = parse_request(body)
         # a2a-sdk's v0.3 REST client writes proto field names: the message is ``request``
         message = get_dict(doc, "message") or get_dict(doc, "request")
-        task_id = _either(message, "taskId", "task_id")
-        context_id = _either(message, "contextId", "context_id")
-    return A2ARequest(op, _B_HTTP_JSON, version, None, task_id, context_id, "/".join(base))
+        message_id, refs = message_fields(message)
+        return A2ARequest(
+            op,
+            _B_HTTP_JSON,
+            version,
+            None,
+            _either(message, "taskId", "task_id"),
+            _either(message, "contextId", "context_id"),
+            "/".join(base),
+            message_id=message_id,
+            reference_task_ids=refs,
+            tenant=get_str(doc, "tenant"),
+        )
+    return A2ARequest(op, _B_HTTP_JSON, version, None, task_id, None, "/".join(base))
+
+
+MAX_REFERENCE_TASK_IDS = 16  # of one message, on its span: bounded whatever a caller sends
+
+
+def message_fields(message: object) -> tuple[str | None, tuple[str, ...]]:
+    """(``messageId``, ``referenceTaskIds``) of a request's message, either spelling."""
+    refs = message.get("referenceTaskIds") if isinstance(message, dict) else None
+    if refs is None and isinstance(message, dict):
+        refs = message.get("reference_task_ids")
+    ids = (
+        tuple(r for r in refs[:MAX_REFERENCE_TASK_IDS] if isinstance(r, str) and r)
+        if isinstance(refs, list)
+        else ()
+    )
+    return _either(message, "messageId", "message_id"), ids
 
 
 def _either(obj: object, json_name: str, proto_name: str) -> str | None:
@@ -363,8 +389,8 @@ def _classify_jsonrpc(
     if op is None:
         return None
     params = doc.get("params")
-    task_id: str | None = None
-    context_id: str | None = None
+    task_id = context_id = message_id = tenant = None
+    refs: tuple[str, ...] = ()
     if isinstance(params, dict):
         sending = op is _SEND_MESSAGE or op is _SEND_STREAMING_MESSAGE
         message = get_dict(params, "message") if sending else None
@@ -374,6 +400,8 @@ def _classify_jsonrpc(
             task_id = _either(message if sending else params, "taskId", "task_id")
         if sending:
             context_id = _either(message, "contextId", "context_id")
+            message_id, refs = message_fields(message)
+        tenant = get_str(params, "tenant")
     # built as a tuple: the named tuple's generated ``__new__`` costs a µs on this hot path
     return _new(
         A2ARequest,
@@ -386,5 +414,8 @@ def _classify_jsonrpc(
             context_id,
             path.rstrip("/"),
             None,
+            message_id,
+            refs,
+            tenant,
         ),
     )

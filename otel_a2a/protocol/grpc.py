@@ -14,7 +14,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from otel_a2a.protocol._util import MAX_ID_LEN
-from otel_a2a.protocol.classify import GRPC_METHODS, GRPC_METHODS_V03, parse_version
+from otel_a2a.protocol.classify import (
+    GRPC_METHODS,
+    GRPC_METHODS_V03,
+    MAX_REFERENCE_TASK_IDS,
+    parse_version,
+)
 from otel_a2a.protocol.extract import judged_error
 from otel_a2a.protocol.model import A2AError, A2ARequest, Binding, Operation, ResponseFacts
 from otel_a2a.protocol.model import TaskReport as Report
@@ -83,6 +88,25 @@ def _resource_id(name: object) -> str | None:
     if not isinstance(name, str) or not name.startswith("tasks/"):
         return None
     return _id(name[6:].split("/", 1)[0])
+
+
+def request_message(op: Operation, request: object) -> tuple[str | None, tuple[str, ...]]:
+    """(message id, reference task ids: 16 at most) of a request's message, v1.0 or v0.3."""
+    if op is not _OP.SEND_MESSAGE and op is not _OP.SEND_STREAMING_MESSAGE:
+        return None, ()
+    message = getattr(request, "message", None)
+    if message is None:  # v0.3
+        message = getattr(request, "request", None)
+    if message is None:
+        return None, ()
+    refs = getattr(message, "reference_task_ids", None) or ()
+    ids = tuple(r for r in list(refs)[:MAX_REFERENCE_TASK_IDS] if _id(r))
+    return _id(getattr(message, "message_id", None)), ids
+
+
+def request_tenant(request: object) -> str | None:
+    """The ``tenant`` a v1.0 request names (v0.3 messages have none)."""
+    return _id(getattr(request, "tenant", None))
 
 
 def request_ids(op: Operation, request: object) -> tuple[str | None, str | None]:

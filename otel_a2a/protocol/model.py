@@ -52,7 +52,9 @@ class A2ARequest(NamedTuple):
     an agent. ``card_variant`` says which card a well-known card fetch asked for: the
     ``A2A-Version`` it asked for (a server may serve one card per version, each with its own
     ETag), and a keyed digest of the credentials it sent (a server may serve one card per
-    caller: a2a-sdk's ``card_modifier``), never the credentials themselves.
+    caller: a2a-sdk's ``card_modifier``), never the credentials themselves. ``message_id``,
+    ``reference_task_ids`` (16 at most) and ``tenant`` are what the request says of them,
+    where it says it (a message is sent only by ``SendMessage`` and ``SendStreamingMessage``).
     """
 
     operation: Operation
@@ -63,6 +65,9 @@ class A2ARequest(NamedTuple):
     context_id: str | None = None
     base_url_path: str = ""
     card_variant: str | None = None
+    message_id: str | None = None
+    reference_task_ids: tuple[str, ...] = ()
+    tenant: str | None = None
 
 
 class TaskReport(NamedTuple):
@@ -139,3 +144,4 @@ class CardInfo(NamedTuple):
     heartbeat_source: str | None  # "extension" | "card-field"
     max_age: float | None
     protocol_versions: tuple[str, ...]
+    description: str | None = None  # for gen_ai.agent.description: cut at 1,024 characters

@@ -662,3 +662,36 @@ def test_the_stale_gauge_counts_silent_non_terminal_tasks_per_agent(
         assert otel.total("otel_a2a.task.stale", otel_a2a__agent__name="Fake Agent") == 1
         agent.rpc(client, "GetTask", {"id": "t1"})  # observed again
         assert otel.total("otel_a2a.task.stale", otel_a2a__agent__name="Fake Agent") == 0
+
+
+def test_the_conventions_request_card_and_server_attributes(otel: Harness) -> None:
+    """A2A convention: the message id, the tasks it references, the tenant, the card's name,
+    version and description, and where the request went, on every binding's span."""
+    agent = FakeAgent(states={"t1": "TASK_STATE_WORKING"})
+    message = {
+        "taskId": "t1",
+        "messageId": "m-1",
+        "referenceTaskIds": ["t0", 7, "", *(f"r{i}" for i in range(20))],
+        "role": "ROLE_USER",
+        "parts": [],
+    }
+    with agent.client() as client:
+        client.get("/.well-known/agent-card.json")
+        agent.rpc(client, "SendMessage", {"tenant": "acme", "message": message})
+        agent.rpc(client, "GetTask", {"id": "t1"})
+    sent = otel.span("SendMessage")
+    attrs = dict(sent.attributes or {})
+    assert attrs["a2a.message.id"] == "m-1"
+    # the strings among the first 16
+    assert attrs["a2a.message.reference_task_ids"] == ("t0", *(f"r{i}" for i in range(13)))
+    assert attrs["a2a.tenant"] == "acme"
+    attrs = dict(otel.span("GetTask").attributes or {})
+    assert "a2a.message.id" not in attrs and "a2a.tenant" not in attrs
+    host = httpx.URL(agent.base)
+    for span in (sent, otel.span("GetTask")):
+        attrs = dict(span.attributes or {})
+        assert attrs["gen_ai.agent.name"] == agent.name
+        assert attrs["gen_ai.agent.version"] == agent.version
+        assert attrs["gen_ai.agent.description"] == "a fake A2A agent for otel-a2a's tests"
+        assert attrs["server.address"] == host.host
+        assert attrs["server.port"] == (host.port or {"http": 80, "https": 443}[host.scheme])

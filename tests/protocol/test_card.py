@@ -77,6 +77,7 @@ def test_observed_python_hybrid_card() -> None:
         heartbeat_source=None,
         max_age=300.0,
         protocol_versions=("0.3", "1.0"),
+        description="Echoes input",
     )
 
 

@@ -499,3 +499,26 @@ def test_a_question_mark_in_a_decoded_path_is_part_of_it_when_the_query_is_given
     """httpx hands the path decoded: a task id spelt with ``%3F`` holds a ``?``."""
     found = classify_request("GET", "/a2a/tasks/a?b", {}, None, b"A2A-Version=1.0")
     assert found is not None and (found.task_id, found.version) == ("a?b", "1.0")
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest", "rest-v03-proto-names"])
+def test_message_id_references_and_tenant(binding: str) -> None:
+    refs = ["t0", 7, "", *(f"r{i}" for i in range(20))]
+    if binding == "rest-v03-proto-names":  # a2a-sdk's v0.3 REST client: proto field names
+        message = {"message_id": "m1", "reference_task_ids": refs}
+        path, doc, headers = "/a2a/rest/v1/message:send", {"request": message}, {}
+    else:
+        message = {"messageId": "m1", "referenceTaskIds": refs}
+        if binding == "jsonrpc":
+            rpc = {"tenant": "acme", "message": message}
+            doc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": rpc}
+            path = "/a2a/jsonrpc"
+        else:
+            path, doc = "/a2a/rest/message:send", {"tenant": "acme", "message": message}
+        headers = {"A2A-Version": "1.0"}
+    req = classify_request("POST", path, headers, json.dumps(doc).encode())
+    assert req is not None and req.operation is Op.SEND_MESSAGE
+    assert req.message_id == "m1"
+    # the strings among the first 16 references
+    assert req.reference_task_ids == ("t0", *(f"r{i}" for i in range(13)))
+    assert req.tenant == (None if binding == "rest-v03-proto-names" else "acme")

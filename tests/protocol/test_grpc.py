@@ -185,3 +185,18 @@ def test_channel_origin(target: str, origin: str) -> None:
 def test_status_error_never_raises(data: bytes, code: str) -> None:
     error = wire.status_error(GET, code, (("grpc-status-details-bin", data),), data.hex())
     assert error.reason is not None and len(error.reason) <= 64
+
+
+def test_request_message_and_tenant_v1_and_v03() -> None:
+    refs = ["t0", "", *(f"r{i}" for i in range(20))]
+    msg = v1.Message(message_id="m1", reference_task_ids=refs)
+    request = v1.SendMessageRequest(message=msg, tenant="acme")
+    assert wire.request_message(Operation.SEND_MESSAGE, request) == (
+        "m1",
+        ("t0", *(f"r{i}" for i in range(14))),  # of the first 16, the empty one left out
+    )
+    assert wire.request_tenant(request) == "acme"
+    old = v03.SendMessageRequest(request=v03.Message(message_id="m2"))
+    assert wire.request_message(Operation.SEND_STREAMING_MESSAGE, old) == ("m2", ())
+    assert wire.request_tenant(old) is None
+    assert wire.request_message(Operation.GET_TASK, v1.GetTaskRequest(id="t")) == (None, ())
