@@ -75,7 +75,8 @@ def _open(
         if a2a is None:
             return None
         task_id, context_id = wire.request_ids(a2a.operation, request)
-        a2a = a2a._replace(task_id=task_id, context_id=context_id)
+        push = wire.push_target(a2a.operation, request)
+        a2a = a2a._replace(task_id=task_id, context_id=context_id, push=push)
         exchange = GrpcExchange(rt, a2a, origin, method, streaming)
     except Exception as exc:
         rt.error(exc)

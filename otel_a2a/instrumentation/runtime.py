@@ -23,6 +23,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
 from otel_a2a.detect.ledger import Ledger, TaskLedger
+from otel_a2a.detect.webhooks import Webhooks
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.instrumentation.reentry import GUARD
@@ -95,6 +96,8 @@ class Runtime:
         self.tracer: Tracer = trace.get_tracer(sc.SCOPE, __version__, tracer_provider)
         self.events = get_logger(sc.SCOPE, __version__, logger_provider)
         self.metrics = A2AMetrics(self.detector, meter_provider, _active_metrics)
+        # the webhooks the application registered for push notifications (``webhook``)
+        self.webhooks = Webhooks(settings.max_tracked_tasks)
         if failure:
             self.error(LEDGER_UNAVAILABLE)
         # "configure": set up the SDK at the first A2A operation if nothing else did

@@ -126,13 +126,34 @@ _RESPONSE = SchemaValidator(
     _fields(jsonrpc=_ANY, result=_fields(**_PAYLOAD), error=_ANY, code=_ANY, **_PAYLOAD)
 )
 _MESSAGE_IDS = _fields(taskId=_ANY, contextId=_ANY, task_id=_ANY, context_id=_ANY)
+# a push config, where ``protocol.push`` looks for one (a create's, a send's configuration's)
+_PUSH_CONFIG = _fields(url=_ANY, token=_ANY)
+_PUSH_KEYS = {
+    key: _PUSH_CONFIG
+    for key in (
+        "taskPushNotificationConfig",
+        "task_push_notification_config",
+        "pushNotificationConfig",
+        "push_notification_config",
+        "pushNotification",
+        "push_notification",
+    )
+}
+_PUSH_HOLDER = {
+    "url": _ANY,
+    "token": _ANY,
+    "config": _fields(url=_ANY, token=_ANY, **_PUSH_KEYS),
+    "configuration": _fields(**_PUSH_KEYS),
+    **_PUSH_KEYS,
+}
 _REQUEST = SchemaValidator(
     _fields(
         jsonrpc=_ANY,
         method=_ANY,
         message=_MESSAGE_IDS,
         request=_MESSAGE_IDS,
-        params=_fields(id=_ANY, taskId=_ANY, task_id=_ANY, message=_MESSAGE_IDS),
+        params=_fields(id=_ANY, taskId=_ANY, task_id=_ANY, message=_MESSAGE_IDS, **_PUSH_HOLDER),
+        **_PUSH_HOLDER,
     )
 )
 
@@ -147,7 +168,8 @@ def parse_response(data: bytes) -> Any:
 
 
 def parse_request(data: bytes) -> Any:
-    """Parse a request body, keeping only the method and the task/context ids."""
+    """Parse a request body, keeping only the method, the task/context ids and a push
+    config's URL and token."""
     if len(data) > MAX_FULL_PARSE:
         return parse_json_prefix(data)
     unmarked = data[3:] if data[:3] == _BOM else data  # strip_bom, inlined: every request

@@ -19,6 +19,7 @@ __all__ = [
     "CardInfo",
     "Interface",
     "Operation",
+    "PushTarget",
     "ResponseFacts",
     "StreamEvent",
     "TaskReport",
@@ -42,6 +43,15 @@ class Operation(str, Enum):
     DELETE_PUSH_CONFIG = "DeleteTaskPushNotificationConfig"
 
 
+class PushTarget(NamedTuple):
+    """A webhook a request registers for push notifications: the path of its URL (what the
+    receiving server sees) and a keyed digest of its token (None: the config has none; the
+    token itself is never kept, see ``protocol.push``)."""
+
+    path: str
+    token: bytes | None
+
+
 class A2ARequest(NamedTuple):
     """A request recognised as A2A.
 
@@ -52,7 +62,8 @@ class A2ARequest(NamedTuple):
     an agent. ``card_variant`` says which card a well-known card fetch asked for: the
     ``A2A-Version`` it asked for (a server may serve one card per version, each with its own
     ETag), and a keyed digest of the credentials it sent (a server may serve one card per
-    caller: a2a-sdk's ``card_modifier``), never the credentials themselves.
+    caller: a2a-sdk's ``card_modifier``), never the credentials themselves. ``push`` is the
+    webhook the request registers (a push config created, or given with a message).
     """
 
     operation: Operation
@@ -63,6 +74,7 @@ class A2ARequest(NamedTuple):
     context_id: str | None = None
     base_url_path: str = ""
     card_variant: str | None = None
+    push: PushTarget | None = None
 
 
 class TaskReport(NamedTuple):
