@@ -34,6 +34,7 @@ VALUES = {
     "SCOPE",
     "OP_DECISION",
     "OP_UNKNOWN",
+    "OP_PUSH",
     "OTHER",
     "ERROR_TYPE_OTHER",
     "CAUSE_NOT_RUN_HERE",
@@ -47,6 +48,7 @@ NOT_ON_SPANS = {
     sc.TASK_STATE_CLASS,
     sc.DECISION_OUTCOME,
     sc.TASK_ID_REQUESTED,
+    sc.PUSH_OUTCOME,
 }
 # a dotted name in backticks that looks like one of ours: it must exist
 DOTTED = re.compile(r"`((?:a2a|rpc|http|error)\.[a-z_.]+)`")
@@ -135,7 +137,7 @@ def test_values_the_code_uses_are_documented() -> None:
 
 
 def test_operation_values_match_the_enum() -> None:
-    expected = {op.value for op in Operation} | {sc.OP_DECISION, sc.OP_UNKNOWN}
+    expected = {op.value for op in Operation} | {sc.OP_DECISION, sc.OP_UNKNOWN, sc.OP_PUSH}
     assert _once(names("a2a.operation")) == expected
 
 
@@ -218,6 +220,7 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
         metrics.etag_changes.add(1, {})
         metrics.errors.add(1, {})
         metrics.unfinished.add(1, {})
+        metrics.push_deliveries.add(1, {})
         metrics.redundant.add("agent")
         data = reader.get_metrics_data()
     finally:
