@@ -66,6 +66,7 @@ RPC_SYSTEM_A2A = "a2a"
 # decision, and a foreign span that names no method
 OP_DECISION = "liveness_decision"
 OP_UNKNOWN = "unknown"
+OP_PUSH = "push_notification"  # a push delivery the application's webhook received
 
 
 # events
@@ -135,3 +136,8 @@ M_TASKS_UNFINISHED = "otel_a2a.task.unfinished"
 UNFINISHED_CAUSE = "otel_a2a.task.unfinished.cause"
 CAUSE_NOT_RUN_HERE = "not_run_here"  # in the store, never executed by this process (restart)
 CAUSE_EXECUTION_ENDED = "execution_ended"  # its execution here ended without a final state
+
+# ---------------------------------------------------------------------------------------------
+# Push notifications the application's webhook receives (``instrumentation/webhook``)
+M_PUSH_DELIVERIES = "otel_a2a.push.deliveries"
+PUSH_OUTCOME = "otel_a2a.push.outcome"

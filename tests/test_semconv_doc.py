@@ -37,6 +37,7 @@ VALUES = {
     "RPC_SYSTEM_A2A",
     "OP_DECISION",
     "OP_UNKNOWN",
+    "OP_PUSH",
     "OTHER",
     "ERROR_TYPE_OTHER",
     "CAUSE_NOT_RUN_HERE",
@@ -51,6 +52,7 @@ NOT_ON_SPANS = {
     sc.DECISION_OUTCOME,
     sc.TASK_ID_REQUESTED,
     sc.AGENT_LABEL,
+    sc.PUSH_OUTCOME,
 }
 # names of the general OpenTelemetry conventions (the rest is the A2A convention's or ours)
 OTEL_GENERAL = {
@@ -169,7 +171,7 @@ def test_values_the_code_uses_are_documented() -> None:
 
 
 def test_operation_values_match_the_enum() -> None:
-    expected = {op.value for op in Operation} | {sc.OP_DECISION, sc.OP_UNKNOWN}
+    expected = {op.value for op in Operation} | {sc.OP_DECISION, sc.OP_UNKNOWN, sc.OP_PUSH}
     assert _once(names("a2a.method.name")) == expected
 
 
@@ -252,6 +254,7 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
         metrics.etag_changes.add(1, {})
         metrics.errors.add(1, {})
         metrics.unfinished.add(1, {})
+        metrics.push_deliveries.add(1, {})
         metrics.redundant.add("agent")
         data = reader.get_metrics_data()
     finally:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_a2a import semconv as sc
+from otel_a2a.detect.webhooks import Registration
 from otel_a2a.instrumentation.runtime import Peer, Runtime
 from otel_a2a.protocol import (
     A2AError,
@@ -141,6 +142,7 @@ class Exchange:
         "_last_report",
         "_named_seen",
         "_open",
+        "_push",
         "_recording",
         "_stream_tasks",
         "_streaming",
@@ -172,6 +174,7 @@ class Exchange:
         self._named_seen = False  # a stream frame reported the task the request named
         self._terminal_seen = False
         self._open = [True]  # popped by the one call that ends the exchange
+        self._push: Registration | None = None  # a webhook the request registers, no task yet
         templates = rt.templates
         key = (peer, op, a2a.version, binding, a2a.jsonrpc_method, server_of(origin))
         template = templates.get(key)
@@ -201,8 +204,15 @@ class Exchange:
     # -- before the request leaves ------------------------------------------------------
 
     def before_send(self) -> None:
-        """Judge implicit liveness decisions and redundant polls, before the request leaves."""
+        """Judge implicit liveness decisions and redundant polls, and remember a webhook the
+        request registers, before the request leaves (its first push may come before the
+        reply)."""
         task_id = self.a2a.task_id
+        push = self.a2a.push
+        if push is not None:
+            reg = self.rt.webhooks.register(push, self.peer.key, task_id)
+            if task_id is None:
+                self._push = reg  # the reply names its task
         if not task_id:
             return
         op = self.op
@@ -246,6 +256,9 @@ class Exchange:
                 if report.state is not None:
                     self._last_report = report
         rt = self.rt
+        if self._push is not None:
+            rt.webhooks.bind(self._push, reports[0].task_id)
+            self._push = None
         peer = rt.fresh(self.peer)  # a card fetched since the request left is in force now
         rt.observe(self.span, peer, reports, self.op, now)
         last = self._last_report
@@ -270,7 +283,7 @@ class Exchange:
 
     def _stream_reports(self, reports: Iterable[TaskReport]) -> None:
         """A stream's reports: the tasks it keeps alive, whether it stands at a terminal (or
-        interrupted) state, one ``a2a.task.status`` event per status update."""
+        interrupted) state, one ``otel_a2a.task.status`` event per status update."""
         for report in reports:
             if len(self._stream_tasks) < _MAX_STREAM_TASKS:
                 self._stream_tasks.add(report.task_id)

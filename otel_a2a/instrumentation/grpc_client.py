@@ -83,6 +83,7 @@ def _open(
             message_id=message_id,
             reference_task_ids=refs,
             tenant=wire.request_tenant(request),
+            push=wire.push_target(op, request),
         )
         exchange = GrpcExchange(rt, a2a, origin, method, streaming)
     except Exception as exc:

@@ -1,6 +1,7 @@
 """Patching each instrumented library as soon as it is imported, and only then.
 
-httpx, httpx2 (Pydantic's continuation of httpx) and grpcio, none of them required, are each
+httpx, httpx2 (Pydantic's continuation of httpx), grpcio and Starlette (the webhooks that
+receive push notifications, ``webhook``), none of them required, are each
 patched at ``instrument()`` if they are imported already, otherwise by an
 import hook when the application imports them. Nothing here imports any of them, so an
 application that makes ``import httpx`` give httpx2 (``httpx2.alias_httpx()``, which httpx2
@@ -65,7 +66,19 @@ def _grpc(module: ModuleType) -> Undo:
     return grpc_client.patch()
 
 
-PATCHES: Mapping[str, Patch] = {"httpx": _httpx, "httpx2": _httpx, "grpc": _grpc}
+def _starlette(module: ModuleType) -> Undo:
+    from otel_a2a.instrumentation import webhook
+
+    return webhook.patch(module)
+
+
+# module name: its patch; ``starlette.applications`` for the webhooks that receive pushes
+PATCHES: Mapping[str, Patch] = {
+    "httpx": _httpx,
+    "httpx2": _httpx,
+    "grpc": _grpc,
+    "starlette.applications": _starlette,
+}
 
 
 def installed(name: str) -> bool:
@@ -100,7 +113,9 @@ class OnImport:
                 module = sys.modules.get(name)
                 if module is not None:
                     self._patch(name, module)
-                elif name not in self._hooked and installed(name):
+                # a submodule's package, not the submodule: ``find_spec`` of a submodule
+                # imports its package
+                elif name not in self._hooked and installed(name.partition(".")[0]):
                     self._hooked.add(name)
                     register_post_import_hook(functools.partial(self._imported, name), name)
 

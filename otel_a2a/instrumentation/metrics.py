@@ -89,6 +89,11 @@ class A2AMetrics:
             description="Tasks a worker accepted and never finished: neither terminal nor "
             "interrupted, with no live execution",
         )
+        self.push_deliveries = meter.create_counter(
+            sc.M_PUSH_DELIVERIES,
+            unit="{delivery}",
+            description="Push notifications the application's webhooks received, by outcome",
+        )
         meter.create_observable_counter(
             sc.M_GET_REDUNDANT,
             [functools.partial(_observe_redundant, active)],

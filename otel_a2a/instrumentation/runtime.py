@@ -23,6 +23,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
 from otel_a2a.detect.ledger import Ledger, TaskLedger
+from otel_a2a.detect.webhooks import Webhooks
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.instrumentation.reentry import GUARD
@@ -112,6 +113,8 @@ class Runtime:
         )
         self.events = get_logger(sc.SCOPE, __version__, logger_provider, schema_url=sc.SCHEMA_URL)
         self.metrics = A2AMetrics(self.detector, meter_provider, _active_metrics)
+        # the webhooks the application registered for push notifications (``webhook``)
+        self.webhooks = Webhooks(settings.max_tracked_tasks)
         if failure:
             self.error(LEDGER_UNAVAILABLE)
         # "configure": set up the SDK at the first A2A operation if nothing else did
@@ -243,7 +246,8 @@ class Runtime:
         return observation.agent if observation is not None else UNKNOWN_AGENT
 
     def report(self, span: Span | None, verdict: Verdict, operation: str) -> None:
-        """Emit one divergence: span event (span live), log record, ``a2a.divergence`` metric."""
+        """Emit one divergence: span event (span live), log record, ``otel_a2a.divergence``
+        metric."""
         if verdict.reason is None:
             return
         ev = verdict.evidence
@@ -290,7 +294,7 @@ class Runtime:
         assumes_live: bool = True,
     ) -> Verdict:
         """Judge one liveness decision and account for it (metrics, event). The span already
-        carries ``a2a.liveness.decision`` and the etag in force from its start (set once).
+        carries ``otel_a2a.liveness.decision`` and the etag in force from its start (set once).
 
         The verdict survives a failure of the accounting (counted): enforce mode acts on it.
         """

@@ -135,6 +135,26 @@ _MESSAGE_IDS = _fields(
     referenceTaskIds=_ANY,
     reference_task_ids=_ANY,
 )
+# a push config, where ``protocol.push`` looks for one (a create's, a send's configuration's)
+_PUSH_CONFIG = _fields(url=_ANY, token=_ANY)
+_PUSH_KEYS = {
+    key: _PUSH_CONFIG
+    for key in (
+        "taskPushNotificationConfig",
+        "task_push_notification_config",
+        "pushNotificationConfig",
+        "push_notification_config",
+        "pushNotification",
+        "push_notification",
+    )
+}
+_PUSH_HOLDER = {
+    "url": _ANY,
+    "token": _ANY,
+    "config": _fields(url=_ANY, token=_ANY, **_PUSH_KEYS),
+    "configuration": _fields(**_PUSH_KEYS),
+    **_PUSH_KEYS,
+}
 _REQUEST = SchemaValidator(
     _fields(
         jsonrpc=_ANY,
@@ -142,7 +162,10 @@ _REQUEST = SchemaValidator(
         message=_MESSAGE_IDS,
         request=_MESSAGE_IDS,
         tenant=_ANY,
-        params=_fields(id=_ANY, taskId=_ANY, task_id=_ANY, tenant=_ANY, message=_MESSAGE_IDS),
+        params=_fields(
+            id=_ANY, taskId=_ANY, task_id=_ANY, tenant=_ANY, message=_MESSAGE_IDS, **_PUSH_HOLDER
+        ),
+        **_PUSH_HOLDER,
     )
 )
 
@@ -157,8 +180,8 @@ def parse_response(data: bytes) -> Any:
 
 
 def parse_request(data: bytes) -> Any:
-    """Parse a request body, keeping only the method, the tenant and the task, context and
-    message ids."""
+    """Parse a request body, keeping only the method, the tenant, the task, context and
+    message ids and a push config's URL and token."""
     if len(data) > MAX_FULL_PARSE:
         return parse_json_prefix(data)
     unmarked = data[3:] if data[:3] == _BOM else data  # strip_bom, inlined: every request

@@ -37,7 +37,8 @@ from functools import lru_cache
 from urllib.parse import unquote_plus
 
 from otel_a2a.protocol._util import MAX_FULL_PARSE, get_dict, get_str, header, parse_request
-from otel_a2a.protocol.model import A2ARequest, Binding, Operation
+from otel_a2a.protocol.model import A2ARequest, Binding, Operation, PushTarget
+from otel_a2a.protocol.push import push_target
 
 Op = Operation
 
@@ -131,6 +132,7 @@ _SEND_MESSAGE = Op.SEND_MESSAGE
 _SEND_STREAMING_MESSAGE = Op.SEND_STREAMING_MESSAGE
 _SUBSCRIBE_TO_TASK = Op.SUBSCRIBE_TO_TASK
 _SEND_OPS = frozenset({_SEND_MESSAGE, _SEND_STREAMING_MESSAGE})
+_PUSH_OPS = frozenset({_SEND_MESSAGE, _SEND_STREAMING_MESSAGE, _CREATE_PUSH_CONFIG})
 _new = tuple.__new__
 
 
@@ -285,24 +287,36 @@ def _classify_path(
         base.pop()  # the v0.3 ``/v1`` prefix is not part of the interface URL
     elif op is _GET_EXTENDED_AGENT_CARD and last == "card":
         return None  # ``/v1/card`` under a v1.x header is not the v0.3 card route
-    if op in _SEND_OPS and body:
+    context_id = message_id = tenant = None
+    refs: tuple[str, ...] = ()
+    push: PushTarget | None = None
+    if op in _PUSH_OPS and body:
         doc = parse_request(body)
-        # a2a-sdk's v0.3 REST client writes proto field names: the message is ``request``
-        message = get_dict(doc, "message") or get_dict(doc, "request")
-        message_id, refs = message_fields(message)
-        return A2ARequest(
+        if op is not _CREATE_PUSH_CONFIG:
+            # a2a-sdk's v0.3 REST client writes proto field names: the message is ``request``
+            message = get_dict(doc, "message") or get_dict(doc, "request")
+            task_id = _either(message, "taskId", "task_id")
+            context_id = _either(message, "contextId", "context_id")
+            message_id, refs = message_fields(message)
+            tenant = get_str(doc, "tenant")
+        push = push_target(op, doc)
+    return _new(
+        A2ARequest,
+        (
             op,
             _B_HTTP_JSON,
             version,
             None,
-            _either(message, "taskId", "task_id"),
-            _either(message, "contextId", "context_id"),
+            task_id,
+            context_id,
             "/".join(base),
-            message_id=message_id,
-            reference_task_ids=refs,
-            tenant=get_str(doc, "tenant"),
-        )
-    return A2ARequest(op, _B_HTTP_JSON, version, None, task_id, None, "/".join(base))
+            None,
+            message_id,
+            refs,
+            tenant,
+            push,
+        ),
+    )
 
 
 MAX_REFERENCE_TASK_IDS = 16  # of one message, on its span: bounded whatever a caller sends
@@ -391,6 +405,7 @@ def _classify_jsonrpc(
     params = doc.get("params")
     task_id = context_id = message_id = tenant = None
     refs: tuple[str, ...] = ()
+    push: PushTarget | None = None
     if isinstance(params, dict):
         sending = op is _SEND_MESSAGE or op is _SEND_STREAMING_MESSAGE
         message = get_dict(params, "message") if sending else None
@@ -402,6 +417,8 @@ def _classify_jsonrpc(
             context_id = _either(message, "contextId", "context_id")
             message_id, refs = message_fields(message)
         tenant = get_str(params, "tenant")
+        if op in _PUSH_OPS:
+            push = push_target(op, params)
     # built as a tuple: the named tuple's generated ``__new__`` costs a µs on this hot path
     return _new(
         A2ARequest,
@@ -417,5 +434,6 @@ def _classify_jsonrpc(
             message_id,
             refs,
             tenant,
+            push,
         ),
     )

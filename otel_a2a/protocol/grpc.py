@@ -21,8 +21,16 @@ from otel_a2a.protocol.classify import (
     parse_version,
 )
 from otel_a2a.protocol.extract import judged_error
-from otel_a2a.protocol.model import A2AError, A2ARequest, Binding, Operation, ResponseFacts
+from otel_a2a.protocol.model import (
+    A2AError,
+    A2ARequest,
+    Binding,
+    Operation,
+    PushTarget,
+    ResponseFacts,
+)
 from otel_a2a.protocol.model import TaskReport as Report
+from otel_a2a.protocol.push import target
 from otel_a2a.protocol.states import read_state
 
 SERVICE_V1 = "/lf.a2a.v1.A2AService/"
@@ -127,6 +135,35 @@ def request_ids(op: Operation, request: object) -> tuple[str | None, str | None]
             )
     context_id = _id(getattr(request, "context_id", None)) if op is _OP.LIST_TASKS else None
     return task_id, context_id
+
+
+def _present(message: Any, field: str) -> Any:
+    """A sub-message the message sets, or None (proto3 gives an empty one when unset)."""
+    try:
+        return getattr(message, field) if message.HasField(field) else None
+    except (AttributeError, ValueError, TypeError):  # no such field, or not a message one
+        return None
+
+
+def push_target(op: Operation, request: object) -> PushTarget | None:
+    """The webhook a request message registers: v1.0 ``TaskPushNotificationConfig`` (a
+    create's request itself, a send's ``configuration.task_push_notification_config``), v0.3
+    ``config.push_notification_config`` and ``configuration.push_notification``."""
+    config: Any = None
+    if op is _OP.SEND_MESSAGE or op is _OP.SEND_STREAMING_MESSAGE:
+        configuration = _present(request, "configuration")
+        if configuration is not None:
+            config = _present(configuration, "task_push_notification_config") or _present(
+                configuration, "push_notification"
+            )
+    elif op is _OP.CREATE_PUSH_CONFIG:
+        config = request
+        inner = _present(request, "config")  # v0.3
+        if inner is not None:
+            config = _present(inner, "push_notification_config")
+    if config is None:
+        return None
+    return target(getattr(config, "url", None), getattr(config, "token", None))
 
 
 _ENUMS: dict[int, dict[int, str]] = {}  # TaskState spellings per message type

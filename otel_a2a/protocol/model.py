@@ -19,6 +19,7 @@ __all__ = [
     "CardInfo",
     "Interface",
     "Operation",
+    "PushTarget",
     "ResponseFacts",
     "StreamEvent",
     "TaskReport",
@@ -42,6 +43,15 @@ class Operation(str, Enum):
     DELETE_PUSH_CONFIG = "DeleteTaskPushNotificationConfig"
 
 
+class PushTarget(NamedTuple):
+    """A webhook a request registers for push notifications: the path of its URL (what the
+    receiving server sees) and a keyed digest of its token (None: the config has none; the
+    token itself is never kept, see ``protocol.push``)."""
+
+    path: str
+    token: bytes | None
+
+
 class A2ARequest(NamedTuple):
     """A request recognised as A2A.
 
@@ -55,6 +65,8 @@ class A2ARequest(NamedTuple):
     caller: a2a-sdk's ``card_modifier``), never the credentials themselves. ``message_id``,
     ``reference_task_ids`` (16 at most) and ``tenant`` are what the request says of them,
     where it says it (a message is sent only by ``SendMessage`` and ``SendStreamingMessage``).
+    ``push`` is the webhook the request registers (a push config created, or given with a
+    message).
     """
 
     operation: Operation
@@ -68,6 +80,7 @@ class A2ARequest(NamedTuple):
     message_id: str | None = None
     reference_task_ids: tuple[str, ...] = ()
     tenant: str | None = None
+    push: PushTarget | None = None
 
 
 class TaskReport(NamedTuple):

@@ -8,12 +8,13 @@ import socket
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.peers import RunningPeer
+from tests.support.peers import RunningPeer, start_peer
 
 SCRIPT = Path(__file__).with_name("plain_client.py")
 BIN = Path(sys.executable).parent
@@ -230,3 +231,35 @@ def test_no_collector_listening_neither_holds_the_exit_nor_floods_stderr(python_
     gave_up = [ln for ln in lines if ln.startswith("Failed to export") and "UNAVAILABLE" in ln]
     assert not gave_up, done.stderr
     assert "Shutdown in progress" not in done.stderr  # held back (and counted) too
+
+
+@pytest.fixture(scope="module")
+def push_peer() -> Iterator[RunningPeer]:
+    """The a2a-sdk 1.3 worker, push-capable (``--push deliver``)."""
+    peer = start_peer("python", options=["--push", "deliver"])
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+def test_enabled_variable_alone_observes_push_deliveries(push_peer: RunningPeer) -> None:
+    """A plain push-only client: its webhook's deliveries are observations, zero code."""
+    argv = [sys.executable, str(SCRIPT.with_name("push_client.py")), push_peer.base_url]
+    done = _run(argv, _env(OTEL_A2A_ENABLED="true"))
+    assert done.returncode == 0, done.stderr
+    assert "ANSWERED" in done.stdout
+    docs = _documents(done.stdout)
+    observed = {"otel_a2a.push.outcome": "observed"}
+    assert _metric_sum(docs, "otel_a2a.push.deliveries", **observed) >= 1
+    assert _metric_sum(docs, "otel_a2a.push.deliveries") == _metric_sum(
+        docs, "otel_a2a.push.deliveries", **observed
+    )
+    assert _metric_sum(docs, "otel_a2a.divergence") == 0
+    assert (
+        _metric_sum(
+            docs, "otel_a2a.liveness.decisions", **{"otel_a2a.decision.outcome": "authoritative"}
+        )
+        == 1
+    )
+    assert "plain-client-token" not in done.stdout

@@ -26,6 +26,11 @@ The executor's behaviour depends on the first word of the message text:
 
 Cancel is supported on any non-terminal task.
 
+``--push MODE`` makes the agent push-capable (a2a-sdk's in-memory push config store and its
+``BasePushNotificationSender``, which POSTs each event of a task to the webhooks registered for
+it with the config's ``X-A2A-Notification-Token``): ``deliver`` as configured, ``drop`` never
+(a push that never comes), ``forge`` with the token ``forged-token`` instead of the config's.
+
 ``--card-per-caller`` serves one card per caller, as a multi-tenant agent does with a2a-sdk's
 ``card_modifier``: the card's description names the ``Authorization`` the fetch sent (so the
 SDK's weak ETag differs per caller). ``--card-version V`` serves the card as version ``V``
@@ -44,6 +49,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.agent_execution.simple_request_context_builder import (
@@ -57,7 +63,12 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -69,6 +80,7 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
 )
@@ -193,6 +205,32 @@ class BehaviourExecutor(AgentExecutor):
         await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
 
 
+FORGED_TOKEN = "forged-token"
+
+
+class PlantedPushStore(InMemoryPushNotificationConfigStore):
+    """The configs a2a-sdk's sender dispatches to, as ``--push`` plants them: none (``drop``),
+    or each with a forged token (``forge``)."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self._mode = mode
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        configs = list(await super().get_info_for_dispatch(task_id))
+        if self._mode == "drop":
+            return []
+        if self._mode == "forge":
+            forged = []
+            for config in configs:
+                copy = TaskPushNotificationConfig()
+                copy.CopyFrom(config)
+                copy.token = FORGED_TOKEN
+                forged.append(copy)
+            return forged
+        return configs
+
+
 _CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="anonymous")
 
 
@@ -218,7 +256,9 @@ async def card_per_caller(card: AgentCard) -> AgentCard:
     return served
 
 
-def build_card(base_url: str, grpc_target: str | None = None, version: str = "1.0.0") -> AgentCard:
+def build_card(
+    base_url: str, grpc_target: str | None = None, version: str = "1.0.0", push: bool = False
+) -> AgentCard:
     extension = AgentExtension(
         uri=HEARTBEAT_URI,
         description="Task liveness: an authoritative observation is fresh for this long",
@@ -248,7 +288,7 @@ def build_card(base_url: str, grpc_target: str | None = None, version: str = "1.
         ],
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=push,
             extensions=[extension],
             # served over gRPC only (``--grpc``): the other tests' card stays as it was
             extended_agent_card=grpc_target is not None,
@@ -266,8 +306,14 @@ def build_card(base_url: str, grpc_target: str | None = None, version: str = "1.
     )
 
 
-def build_handler(card: AgentCard, slow_timeout: float) -> DefaultRequestHandler:
+def build_handler(
+    card: AgentCard, slow_timeout: float, push: str | None = None, http: Any = None
+) -> DefaultRequestHandler:
+    """The agent's request handler; ``push`` the ``--push`` mode (``http``: the sender's
+    ``httpx.AsyncClient``)."""
     waiters = SlowWaiters()
+    store = PlantedPushStore(push) if push is not None else None
+    sender = BasePushNotificationSender(http, store) if store is not None else None
     extended = None
     if card.capabilities.extended_agent_card:  # the card with one more skill
         extended = AgentCard()
@@ -280,6 +326,8 @@ def build_handler(card: AgentCard, slow_timeout: float) -> DefaultRequestHandler
         agent_card=card,
         extended_agent_card=extended,
         request_context_builder=FollowUpAwareContextBuilder(waiters),
+        push_config_store=store,
+        push_sender=sender,
     )
 
 
@@ -344,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--grpc", action="store_true", help="serve gRPC too (see above)")
     parser.add_argument("--card-per-caller", action="store_true", help="see above")
     parser.add_argument("--card-version", default="1.0.0", help="the card's version")
+    parser.add_argument("--push", choices=("deliver", "drop", "forge"), help="see above")
     args = parser.parse_args(argv)
     slow_timeout = min(max(float(args.slow_timeout), 0.1), 30.0)
 
@@ -358,8 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def serve() -> None:
         grpc_server, grpc_target = (await _start_grpc()) if args.grpc else (None, None)
-        card = build_card(base_url, grpc_target, args.card_version)
-        handler = build_handler(card, slow_timeout)
+        card = build_card(base_url, grpc_target, args.card_version, args.push is not None)
+        http = httpx.AsyncClient(timeout=10.0) if args.push is not None else None
+        handler = build_handler(card, slow_timeout, args.push, http)
         if grpc_server is not None:
             _add_grpc_services(grpc_server, handler)
             await grpc_server.start()
@@ -375,6 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             if grpc_server is not None:
                 await grpc_server.stop(0.5)
+            if http is not None:
+                await http.aclose()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())
