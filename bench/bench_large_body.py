@@ -200,7 +200,11 @@ def run() -> list[Row]:
                 ledger_states.add(seen.state.value if seen is not None else "not tracked")
             finally:
                 instrumentor.uninstrument()
-            spans = [s for s in exporter.get_finished_spans() if s.name.startswith("A2A ")]
+            spans = [
+                s
+                for s in exporter.get_finished_spans()
+                if (s.attributes or {}).get("a2a.method.name")
+            ]
             states.update(str((s.attributes or {}).get("a2a.task.state")) for s in spans)
             if not spans:
                 states.add("no A2A span ended")
