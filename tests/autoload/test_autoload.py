@@ -116,7 +116,7 @@ def test_enabled_variable_alone_instruments_a_plain_grpc_client(grpc_peer: Runni
     assert get_task["a2a.protocol.version"] == "1.0"
     assert get_task["a2a.task.state"] == "TASK_STATE_COMPLETED"
     assert get_task["otel_a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
-    assert get_task["rpc.response.status_code"] == 0
+    assert get_task["rpc.response.status_code"] == "OK"
     assert get_task["otel_a2a.agent.url"] == grpc_peer.base_url  # the card's agent, by its gRPC URL
     assert (
         get_task["otel_a2a.card.etag"] == spans["GetAgentCard"]["attributes"]["otel_a2a.card.etag"]

@@ -63,9 +63,10 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
-def error_type(mode: Mode, reason: str, code: int) -> str:
-    """Over HTTP+JSON the A2A reason (the HTTP status is 400 for both); JSON-RPC: the code."""
-    return str(code) if mode.jsonrpc else reason
+def error_type(mode: Mode, code: int) -> str:
+    """The convention's ``error.type``: JSON-RPC, the code; HTTP+JSON, the HTTP status (400 for
+    both errors here: ``otel_a2a.error.reason`` tells them apart)."""
+    return str(code) if mode.jsonrpc else "400"
 
 
 def next_decision(task_id: str, otel: Harness) -> list[str]:
@@ -118,7 +119,8 @@ def test_a_follow_up_to_a_task_that_failed_meanwhile(
     reason, code = ("UNSUPPORTED_OPERATION", -32004)
     if "Go" in seen["card"].name:
         reason, code = ("INVALID_PARAMS", -32602)  # a2a-go's answer to a terminal task
-    assert attrs(follow_up)["error.type"] == error_type(mode, reason, code)
+    assert attrs(follow_up)["error.type"] == error_type(mode, code)
+    assert attrs(follow_up)["otel_a2a.error.reason"] == reason
     assert follow_up.status.description == reason
     assert (obs.state.value, obs.source) == ("failed", ERROR_REPLY)
     assert obs.raw in ("TASK_STATE_FAILED", "4")  # a2a-sdk and a2a-go, @a2a-js/sdk
@@ -150,7 +152,8 @@ def test_a_cancel_of_a_task_that_completed_meanwhile(otel: Harness, peer: str, m
     assert canonical(done.status.state) == "completed" and done.id == waiting.id
     first, second = otel.spans("CancelTask")
     for span in (first, second):
-        assert attrs(span)["error.type"] == error_type(mode, "TASK_NOT_CANCELABLE", -32002)
+        assert attrs(span)["error.type"] == error_type(mode, -32002)
+        assert attrs(span)["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
         assert span.status.description == "TASK_NOT_CANCELABLE"
         assert "a2a.task.state" not in attrs(span)
     assert divergences(first) == []  # judged before it left, on a fresh observation

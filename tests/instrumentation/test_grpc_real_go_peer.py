@@ -70,8 +70,9 @@ def test_v03_errors_carry_error_info_without_the_class_prefix(
     assert len(spans) == 2
     for span in spans:
         assert attrs(span)["a2a.protocol.version"] == "0.3"
-        assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
-        assert attrs(span)["rpc.response.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+        assert attrs(span)["error.type"] == "NOT_FOUND"  # the convention: the status code
+        assert attrs(span)["otel_a2a.error.reason"] == "TASK_NOT_FOUND"
+        assert attrs(span)["rpc.response.status_code"] == "NOT_FOUND"
     assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
@@ -94,7 +95,7 @@ def test_a2a_version_metadata_is_not_checked(
     span = otel.span("SendMessage")
     assert attrs(span)["a2a.task.state"] == "TASK_STATE_COMPLETED"
     assert attrs(span)["otel_a2a.task.state.raw"] == "TASK_STATE_COMPLETED"
-    assert attrs(span)["rpc.response.status_code"] == 0
+    assert attrs(span)["rpc.response.status_code"] == "OK"
 
 
 def _v1(channel: grpc.Channel) -> a2a_pb2_grpc.A2AServiceStub:
@@ -127,7 +128,8 @@ def test_no_active_execution_is_no_lost_task(otel: Harness, go_grpc_peer: Runnin
     assert "no active execution" in (caught.value.details() or "")
     assert _status_details(caught.value) == [("TASK_NOT_FOUND", "a2a-protocol.org")]
     span = otel.span("SubscribeToTask")
-    assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
+    assert attrs(span)["error.type"] == "NOT_FOUND"
+    assert attrs(span)["otel_a2a.error.reason"] == "TASK_NOT_FOUND"
     assert divergences(span) == []
     assert otel.total("otel_a2a.divergence") == 0
     assert otel.total("otel_a2a.instrumentation.errors") == 0
@@ -157,7 +159,8 @@ def test_a_refused_cancel_states_the_task_s_state(otel: Harness, go_grpc_peer: R
     assert "TASK_STATE_COMPLETED" in (caught.value.details() or "")
     cancel = otel.span("CancelTask")
     assert divergences(cancel) == []  # judged before it left, on `input-required`
-    assert attrs(cancel)["error.type"] == "TASK_NOT_CANCELABLE"
+    assert attrs(cancel)["error.type"] == caught.value.code().name
+    assert attrs(cancel)["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
     with liveness_decision(task.id, agent=f"grpc://{target}"):
         pass
     reason = "otel_a2a__divergence__reason"

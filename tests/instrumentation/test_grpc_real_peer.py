@@ -116,7 +116,7 @@ def task_attrs(
         "a2a.task.state": state,
         "otel_a2a.task.state.raw": wire(mode, state),
         "otel_a2a.observation.authoritative": True,
-        "rpc.response.status_code": 0,
+        "rpc.response.status_code": "OK",
     }
     if decision:
         out["otel_a2a.liveness.decision"] = True
@@ -285,7 +285,7 @@ def test_stream_left_working_is_an_abnormal_end(
     assert [dict(e.attributes or {}) for e in ends] == [
         {"a2a.task.id": task.id, "a2a.task.state": "TASK_STATE_WORKING"}
     ]
-    assert attrs(span)["rpc.response.status_code"] == 0
+    assert attrs(span)["rpc.response.status_code"] == "OK"
 
 
 def test_task_not_found_status(otel: Harness, peer: RunningPeer, mode: Mode) -> None:
@@ -308,8 +308,9 @@ def test_task_not_found_status(otel: Harness, peer: RunningPeer, mode: Mode) -> 
     v03_go = peer.runtime == "go" and mode.version == "0.3"
     assert type(error).__name__ == ("A2AClientError" if v03_go else "TaskNotFoundError")
     span = otel.span("GetTask")
-    assert attrs(span)["rpc.response.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
-    assert attrs(span)["error.type"] == "TASK_NOT_FOUND"
+    assert attrs(span)["rpc.response.status_code"] == "NOT_FOUND"
+    assert attrs(span)["error.type"] == "NOT_FOUND"
+    assert attrs(span)["otel_a2a.error.reason"] == "TASK_NOT_FOUND"
     assert span.status.status_code.name == "ERROR"
     assert attrs(span)["a2a.task.id"] == "no-such-task"
 
@@ -384,7 +385,8 @@ def test_sync_channel_unary_and_stream(otel: Harness, peer: RunningPeer) -> None
     assert status_events(stream_span) == streamed_updates(V1, events)
     gets = otel.spans("GetTask")
     assert [attrs(s) for s in gets[:2]] == [task_attrs(agent, V1, "GetTask", task, "completed")] * 2
-    assert attrs(gets[2])["error.type"] == "TASK_NOT_FOUND"
+    assert attrs(gets[2])["error.type"] == "NOT_FOUND"
+    assert attrs(gets[2])["otel_a2a.error.reason"] == "TASK_NOT_FOUND"
     assert otel.total("otel_a2a.instrumentation.errors") == 0
 
 
@@ -414,7 +416,7 @@ def test_push_config_creation_is_a_decision(otel: Harness, peer: RunningPeer) ->
     assert span_attrs["otel_a2a.liveness.decision"] is True
     assert span_attrs["a2a.task.id"] == seen["waiting"].id
     assert span_attrs["otel_a2a.binding"] == "GRPC"
-    assert span_attrs["rpc.response.status_code"] != 0 and "error.type" in span_attrs
+    assert span_attrs["rpc.response.status_code"] != "OK" and "error.type" in span_attrs
     assert otel.points("otel_a2a.liveness.decisions") == [
         ({"otel_a2a.decision.outcome": "authoritative", "otel_a2a.agent.name": agent.name}, 1)
     ]
@@ -456,7 +458,7 @@ def test_extended_card_over_grpc(otel: Harness, peer: RunningPeer) -> None:
         "gen_ai.agent.version": "1.0.0-extended",
         "otel_a2a.card.streaming": True,
         "otel_a2a.card.heartbeat_interval": HEARTBEAT,
-        "rpc.response.status_code": 0,
+        "rpc.response.status_code": "OK",
     }
     send = otel.span("SendMessage")
     assert attrs(send)["otel_a2a.card.etag"] == agent.etag  # the etag in force did not move

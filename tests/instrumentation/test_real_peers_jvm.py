@@ -224,13 +224,16 @@ def test_get_and_cancel_of_unknown_or_finished_tasks(otel: Harness, peer: str, m
     assert len(seen["errors"]) == 2
     get = otel.span("GetTask")
     assert attrs(get)["a2a.task.id"] == "no-such-task"
-    # JSON-RPC: the code; HTTP+JSON: the reason read off the Java class name
-    assert attrs(get)["error.type"] == ("-32001" if mode.jsonrpc else "TASK_NOT_FOUND")
+    # JSON-RPC: the code; HTTP+JSON: the status; the reason (HTTP+JSON: read off the Java
+    # class name) beside it
+    assert attrs(get)["error.type"] == ("-32001" if mode.jsonrpc else "404")
+    assert attrs(get)["otel_a2a.error.reason"] == "TASK_NOT_FOUND"
     assert attrs(get)["http.response.status_code"] == (200 if mode.jsonrpc else 404)
     assert get.status.status_code.name == "ERROR"
     cancel = otel.span("CancelTask")
     assert cancel.status.status_code.name == "ERROR"
-    assert attrs(cancel)["error.type"] == ("-32002" if mode.jsonrpc else "TASK_NOT_CANCELABLE")
+    assert attrs(cancel)["error.type"] == ("-32002" if mode.jsonrpc else "409")
+    assert attrs(cancel)["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
     assert attrs(cancel)["http.response.status_code"] == (200 if mode.jsonrpc else 409)
     # cancelling a task last seen completed is a decision on a terminal task: its error reply
     # confirms the state the decision ignored
