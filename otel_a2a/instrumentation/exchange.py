@@ -90,6 +90,8 @@ def card_attributes(
             attrs[sc.AGENT_NAME] = card.name
         if card.version:
             attrs[sc.AGENT_VERSION] = card.version
+        if card.description:
+            attrs[sc.AGENT_DESCRIPTION] = card.description
         if card.streaming is not None:
             attrs[sc.CARD_STREAMING] = card.streaming
     if etag:

@@ -37,6 +37,7 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from tests.instrumentation.conftest import Harness, divergences
 from tests.instrumentation.test_real_peers import (
     HEARTBEAT,
+    MESSAGE_ID,
     Agent,
     Mode,
     attrs,
@@ -80,7 +81,7 @@ def mode(request: pytest.FixtureRequest) -> Mode:
 async def resolve(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Agent]:
     etag = card_etag(base)
     card = await A2ACardResolver(http, base).get_agent_card()
-    return card, Agent(base, card.name, etag)
+    return card, Agent.of(base, card, etag)
 
 
 async def clients(card: AgentCard, mode: Mode) -> tuple[Client, Client]:
@@ -109,15 +110,18 @@ def task_attrs(
         "a2a.protocol.version": mode.version,
         "otel_a2a.binding": "GRPC",
         "otel_a2a.agent.url": agent.base,
-        "gen_ai.agent.name": agent.name,
+        **agent.card(),
+        **agent.server(mode),
         "otel_a2a.card.etag": agent.etag,
         "a2a.task.id": task.id,
         "gen_ai.conversation.id": task.context_id,
-        "a2a.task.state": state,
+        "a2a.task.state": "TASK_STATE_" + state.upper().replace("-", "_"),
         "otel_a2a.task.state.raw": wire(mode, state),
         "otel_a2a.observation.authoritative": True,
         "rpc.response.status_code": "OK",
     }
+    if op in {"SendMessage", "SendStreamingMessage"}:
+        out["a2a.message.id"] = MESSAGE_ID
     if decision:
         out["otel_a2a.liveness.decision"] = True
     return out
@@ -200,9 +204,15 @@ def test_streams_status_events_and_follow_up(otel: Harness, peer: RunningPeer, m
     streams = otel.spans("SendStreamingMessage")
     assert len(streams) == 2
     assert status_events(streams[0]) == streamed_updates(mode, echo)
-    assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
+    assert [s for _, s, _ in status_events(streams[0])] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
     assert status_events(streams[1]) == streamed_updates(mode, asked)
-    assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
+    assert [s for _, s, _ in status_events(streams[1])] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+    ]
     for span in streams:  # terminal or interrupted at the end: no abnormal end
         assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert attrs(streams[0]) == task_attrs(
@@ -349,7 +359,7 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: RunningPeer) ->
             {
                 "otel_a2a.divergence.reason": "no_observation",
                 "a2a.method.name": "SendMessage",
-                "gen_ai.agent.name": agent.name,
+                "otel_a2a.agent.name": agent.name,
             },
             1,
         )
@@ -453,7 +463,9 @@ def test_extended_card_over_grpc(otel: Harness, peer: RunningPeer) -> None:
         "a2a.protocol.version": "1.0",
         "otel_a2a.binding": "GRPC",
         "otel_a2a.agent.url": agent.base,
+        **agent.server(V1),
         "gen_ai.agent.name": agent.name,
+        "gen_ai.agent.description": extended.description,
         "otel_a2a.card.etag": expected_etag,
         "gen_ai.agent.version": "1.0.0-extended",
         "otel_a2a.card.streaming": True,

@@ -141,7 +141,7 @@ def _read_async(lib: ModuleType, scenario: Scenario) -> None:
     _drive(scenario, send, client.aclose)
 
 
-_IDS = ("a2a.task.id", "gen_ai.conversation.id", "otel_a2a.task.id.requested")
+_IDS = ("a2a.task.id", "gen_ai.conversation.id", "otel_a2a.task.id.requested", "a2a.message.id")
 
 
 def _observed(harness: Harness) -> dict[str, Any]:
@@ -203,7 +203,11 @@ def test_httpx2_is_observed_as_httpx_is(
         *("SendStreamingMessage", "SendMessage"),
     ]
     states = [s[3].get("a2a.task.state") for s in spans]
-    assert states == [None, "input-required", "input-required", *["completed"] * 3]
+    assert states == [
+        None,
+        *["TASK_STATE_INPUT_REQUIRED"] * 2,
+        *["TASK_STATE_COMPLETED"] * 3,
+    ]
     assert [e for e, _ in spans[4][4]] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert [(e, a["otel_a2a.divergence.reason"]) for e, a in spans[5][4]] == [
         ("otel_a2a.divergence", "no_observation")

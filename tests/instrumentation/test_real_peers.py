@@ -196,6 +196,35 @@ class Agent:
     base: str
     name: str
     etag: str
+    version: str = ""
+    description: str = ""
+    interfaces: tuple[tuple[str, str, str], ...] = ()  # (binding, version, url)
+
+    @classmethod
+    def of(cls, base: str, card: AgentCard, etag: str) -> Agent:
+        interfaces = tuple(
+            (i.protocol_binding, i.protocol_version, i.url) for i in card.supported_interfaces
+        )
+        return cls(base, card.name, etag, card.version, card.description, interfaces)
+
+    def server(self, mode: Mode) -> dict[str, Any]:
+        """``server.address`` and ``server.port`` of the interface ``mode`` takes."""
+        for binding, version, url in self.interfaces:
+            if (binding, version) == (mode.binding, mode.version):
+                parsed = httpx.URL(url if "://" in url else f"grpc://{url}")
+                return {"server.address": parsed.host, "server.port": parsed.port}
+        raise AssertionError(f"the card declares no {mode}")
+
+    def card(self) -> dict[str, Any]:
+        """What the card in force puts on every span (the convention's ``gen_ai.agent.*``)."""
+        out = {"gen_ai.agent.name": self.name, "gen_ai.agent.version": self.version}
+        if self.description:
+            out["gen_ai.agent.description"] = self.description[:1024]
+        return out
+
+
+# ``a2a.message.id`` of a sent message, as ``attrs`` shows it: the SDK clients draw each one
+MESSAGE_ID = "<a message id>"
 
 
 def task_attrs(
@@ -209,11 +238,12 @@ def task_attrs(
         "a2a.protocol.version": mode.version,
         "otel_a2a.binding": mode.binding,
         "otel_a2a.agent.url": agent.base,
-        "gen_ai.agent.name": agent.name,
+        **agent.card(),
+        **agent.server(mode),
         "otel_a2a.card.etag": agent.etag,
         "a2a.task.id": task.id,
         "gen_ai.conversation.id": task.context_id,
-        "a2a.task.state": "TASK_STATE_" + state.upper().replace("-", "_"),
+        "a2a.task.state": semconv_value(state),
         "otel_a2a.task.state.raw": wire(mode, state),
         "otel_a2a.observation.authoritative": True,
         "http.response.status_code": 200,
@@ -222,13 +252,20 @@ def task_attrs(
         attrs["http.response.status_code"] = 201  # @a2a-js/sdk's v0.3 REST: 201 Created
     if mode.jsonrpc:
         attrs["otel_a2a.jsonrpc.method"] = op if mode.version == "1.0" else V03_METHODS[op]
+    if op in {"SendMessage", "SendStreamingMessage"}:
+        attrs["a2a.message.id"] = MESSAGE_ID
     if decision:
         attrs["otel_a2a.liveness.decision"] = True
     return attrs
 
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:
-    return dict(span.attributes or {})
+    """A span's attributes; a message id (a fresh UUID per message) shown as ``MESSAGE_ID``."""
+    out = dict(span.attributes or {})
+    if "a2a.message.id" in out:
+        assert isinstance(out["a2a.message.id"], str) and out["a2a.message.id"]
+        out["a2a.message.id"] = MESSAGE_ID
+    return out
 
 
 def status_events(span: ReadableSpan) -> list[tuple[str, str, str]]:
@@ -243,13 +280,18 @@ def status_events(span: ReadableSpan) -> list[tuple[str, str, str]]:
     ]
 
 
+def semconv_value(state: str) -> str:
+    """The convention's ``a2a.task.state`` value of a canonical state (``input-required``)."""
+    return "TASK_STATE_" + state.upper().replace("-", "_")
+
+
 def streamed_updates(mode: Mode, events: list[StreamResponse]) -> list[tuple[str, str, str]]:
     """What the ``otel_a2a.task.status`` events must be: one per status update the app received."""
     out = []
     for event in events:
         if event.HasField("status_update"):
             state = canonical(event.status_update.status.state)
-            out.append((event.status_update.task_id, state, wire(mode, state)))
+            out.append((event.status_update.task_id, semconv_value(state), wire(mode, state)))
     return out
 
 
@@ -261,7 +303,7 @@ async def resolve(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Agent]
     """Fetch the card through the instrumented client (the agent's etag and name are learnt)."""
     etag = card_etag(base)
     card = await A2ACardResolver(http, base).get_agent_card()
-    return card, Agent(base, card.name, etag)
+    return card, Agent.of(base, card, etag)
 
 
 # -- card -------------------------------------------------------------------------------------
@@ -290,8 +332,11 @@ def test_card_fetch_and_304_revalidation(otel: Harness, http_lib: ModuleType, pe
         "rpc.method": "GetAgentCard",
         "a2a.method.name": "GetAgentCard",
         "otel_a2a.agent.url": peer,
+        "server.address": httpx.URL(peer).host,
+        "server.port": httpx.URL(peer).port,
         "gen_ai.agent.name": card.name,
         "gen_ai.agent.version": "1.0.0",
+        "gen_ai.agent.description": card.description,
         "otel_a2a.card.streaming": True,
         "otel_a2a.card.etag": etag,
         "otel_a2a.card.heartbeat_interval": HEARTBEAT,
@@ -406,9 +451,15 @@ def test_streamed_status_updates_and_follow_up(
     assert len(streams) == 2
     # one otel_a2a.task.status event per status update the application received, in order
     assert status_events(streams[0]) == streamed_updates(mode, echo)
-    assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
+    assert [s for _, s, _ in status_events(streams[0])] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
     assert status_events(streams[1]) == streamed_updates(mode, asked)
-    assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
+    assert [s for _, s, _ in status_events(streams[1])] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+    ]
     for span in streams:  # both ended in a terminal or interrupted state: no abnormal end
         assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert attrs(streams[0]) == task_attrs(
@@ -517,7 +568,7 @@ def test_follow_up_to_a_task_never_observed(
             {
                 "otel_a2a.divergence.reason": "no_observation",
                 "a2a.method.name": "SendMessage",
-                "gen_ai.agent.name": agent.name,
+                "otel_a2a.agent.name": agent.name,
             },
             1,
         )
@@ -582,7 +633,7 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
             {
                 "otel_a2a.divergence.reason": "heartbeat_gap",
                 "a2a.method.name": "CancelTask",
-                "gen_ai.agent.name": agent.name,
+                "otel_a2a.agent.name": agent.name,
             },
             1,
         )
@@ -616,7 +667,8 @@ def test_agent_name_and_etag_come_from_the_card(
     done = seen["done"]
     assert [s.name for s in otel.spans()] == ["SendMessage", "GetAgentCard", "GetTask"]
     before = task_attrs(agent, mode, "SendMessage", done, "completed")
-    del before["gen_ai.agent.name"], before["otel_a2a.card.etag"]
+    for key in (*agent.card(), "otel_a2a.card.etag"):  # the card was not fetched yet
+        del before[key]
     assert attrs(otel.span("SendMessage")) == before
     assert attrs(otel.span("GetTask")) == task_attrs(agent, mode, "GetTask", done, "completed")
 

@@ -105,8 +105,11 @@ def _card_spans(otel: Harness, base: str, name: str, etag: str, statuses: list[i
         "rpc.method": "GetAgentCard",
         "a2a.method.name": "GetAgentCard",
         "otel_a2a.agent.url": base,
+        "server.address": httpx.URL(base).host,
+        "server.port": httpx.URL(base).port,
         "gen_ai.agent.name": name,
         "gen_ai.agent.version": "1.0.0",
+        "gen_ai.agent.description": "A2A Java SDK peer whose behaviour follows the message text",
         "otel_a2a.card.streaming": True,
         "otel_a2a.card.etag": etag,
         "otel_a2a.card.heartbeat_interval": HEARTBEAT,
@@ -248,7 +251,7 @@ def test_get_and_cancel_of_unknown_or_finished_tasks(otel: Harness, peer: str, m
             {
                 "otel_a2a.divergence.reason": "terminal_state",
                 "a2a.method.name": "CancelTask",
-                "gen_ai.agent.name": seen["agent"].name,
+                "otel_a2a.agent.name": seen["agent"].name,
             },
             1,
         )
@@ -281,9 +284,15 @@ def test_streamed_status_updates_and_follow_up(otel: Harness, peer: str, mode: M
     streams = otel.spans("SendStreamingMessage")
     assert len(streams) == 2
     assert status_events(streams[0]) == streamed_updates(mode, echo)
-    assert [s for _, s, _ in status_events(streams[0])] == ["working", "completed"]
+    assert [s for _, s, _ in status_events(streams[0])] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
     assert status_events(streams[1]) == streamed_updates(mode, asked)
-    assert [s for _, s, _ in status_events(streams[1])] == ["working", "input-required"]
+    assert [s for _, s, _ in status_events(streams[1])] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+    ]
     for span in streams:
         assert [e.name for e in span.events] == ["otel_a2a.task.status", "otel_a2a.task.status"]
     assert attrs(streams[0]) == task_attrs(
@@ -357,7 +366,7 @@ def test_subscribing_to_a_finished_task_is_no_lost_task(otel: Harness, peer: str
     assert attrs(span)["a2a.task.id"] == seen["done"].id
     assert (attrs(span)["error.type"], attrs(span)["rpc.response.status_code"]) == (
         "-32001",
-        -32001,
+        "-32001",
     )
     # the stream ended on an error, not a state: abnormal, but no divergence
     assert [e.name for e in span.events] == ["otel_a2a.stream.abnormal_end"]

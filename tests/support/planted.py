@@ -1,12 +1,12 @@
 """A real loopback A2A v1.0 JSON-RPC agent that plants a secret wherever a peer can put one.
 
 Its card carries the secret in interface URLs (userinfo, query, fragment; well-formed and
-malformed), in the provider and documentation URLs, in descriptions, skills and extensions;
+malformed), in the provider and documentation URLs, in skills and extensions;
 every response carries it in headers a peer may send (``Set-Cookie``, ``WWW-Authenticate``,
 ``X-Api-Key``, a custom header) and in message contents. Nothing otel-a2a records may contain
 it: the tests grep every exported span, log record and metric (and every line ``check-card``
-prints) for :data:`SECRET`. Fields otel-a2a records by contract (the card's name and version,
-``ETag``, ``Cache-Control``, task and context ids) stay clean.
+prints) for :data:`SECRET`. Fields otel-a2a records by contract (the card's name, version and
+description, ``ETag``, ``Cache-Control``, task and context ids) stay clean.
 
     with planted_agent() as agent:
         httpx.get(agent.base + "/.well-known/agent-card.json")
@@ -42,7 +42,7 @@ def planted_card(base: str) -> dict[str, Any]:
     host = base.split("://", 1)[1]
     return {
         "name": "Planted Agent",
-        "description": f"description {SECRET}",
+        "description": "an agent that plants a secret",  # recorded: gen_ai.agent.description
         "version": "1.0.0",
         "supportedInterfaces": [
             {
