@@ -5,7 +5,10 @@ observation; it cannot know yet whether the caller's belief was wrong. The first
 authoritative observation of the task after the decision tells: the divergence is
 *confirmed* when it contradicts what the decision assumed (a decision assuming the task
 live finds it terminal or lost; one assuming it over finds it live), *refuted* when it
-agrees (a redeploy that kept the task: the follow-up was fine). A page on confirmed splits,
+agrees (a redeploy that kept the task: the follow-up was fine). The agent's successful reply
+to an action on the task (a follow-up, a cancel) shows it took the action, so the task was
+live then, whatever state the action left it in: a follow-up that completes the task refutes
+a divergence assuming it live; it does not confirm it. A page on confirmed splits,
 and on divergences nothing resolved for long, means a real split; the divergence itself
 stays the signal of a rule broken.
 
@@ -76,11 +79,16 @@ class Resolutions:
                 self.dropped += 1
             held.append(_Open(reason, assumes_live, now))
 
-    def resolve(self, task_id: str, state: TaskState | None, now: float) -> list[Resolution]:
+    def resolve(
+        self, task_id: str, state: TaskState | None, now: float, accepted: bool = False
+    ) -> list[Resolution]:
         """The divergences of ``task_id`` an authoritative observation of ``state`` (None:
-        TaskNotFound) at ``now`` resolves: every one opened before it. An ``unknown`` state
-        resolves nothing (it authorises nothing, and contradicts nothing)."""
-        if not self._open or state is TaskState.UNKNOWN:
+        TaskNotFound) at ``now`` resolves: every one opened before it. ``accepted``: the
+        observation is the agent's successful reply to an action on the task, which it took:
+        the task was live when each of these decisions was taken (a task never comes back
+        from a terminal state), whatever ``state`` the action left it in. Otherwise an
+        ``unknown`` state resolves nothing (it authorises nothing, and contradicts nothing)."""
+        if not self._open or (state is TaskState.UNKNOWN and not accepted):
             return []
         with self._lock:
             held = self._open.get(task_id)
@@ -91,7 +99,7 @@ class Resolutions:
                 del self._open[task_id]
             else:
                 held[:] = [entry for entry in held if entry.at > now]
-        over = state is None or state.is_terminal
+        over = not accepted and (state is None or state.is_terminal)
         return [
             Resolution(
                 task_id,
@@ -113,6 +121,10 @@ class Resolutions:
             if now - entry.at > older_than:
                 counts[entry.reason] = counts.get(entry.reason, 0) + 1
         return counts
+
+    def __bool__(self) -> bool:
+        """Whether any divergence is open: the one check on every observation's path."""
+        return bool(self._open)
 
     def __len__(self) -> int:
         return sum(len(held) for held in list(self._open.values()))

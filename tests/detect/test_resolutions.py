@@ -77,3 +77,30 @@ def test_open_divergences_are_bounded_and_the_old_ones_counted() -> None:
         R.NO_OBSERVATION: 9,
         R.HEARTBEAT_GAP: PER_TASK,
     }
+
+
+def test_the_reply_to_an_action_the_agent_took_refutes_whatever_state_it_left() -> None:
+    """A follow-up (or cancel) the agent took was taken on a live task: its reply refutes a
+    divergence assuming the task live even when the action ended the task, and confirms one
+    assuming it over; earlier decisions' divergences too (a task never comes back)."""
+    detector = Detector()
+    agent = detector.agent("http://worker")
+    detector.decide("t", agent, now=1.0)  # an explicit decision, then the follow-up's own
+    detector.decide("t", agent, now=2.0)
+    resolved = detector.resolve("t", TaskState.COMPLETED, now=3.0, accepted=True)
+    assert [(r.outcome, r.state) for r in resolved] == [(Outcome.REFUTED, TaskState.COMPLETED)] * 2
+    detector.decide("u", agent, now=1.0, assumes_live=False)
+    assert [r.outcome for r in detector.resolve("u", TaskState.CANCELED, 2.0, accepted=True)] == [
+        Outcome.CONFIRMED
+    ]
+    # an odd state in a reply the agent took still tells the task was live
+    detector.decide("v", agent, now=1.0)
+    assert [r.outcome for r in detector.resolve("v", TaskState.UNKNOWN, 2.0, accepted=True)] == [
+        Outcome.REFUTED
+    ]
+    # the same state, not from an action's reply (a GetTask), confirms
+    detector.decide("w", agent, now=1.0)
+    assert [r.outcome for r in detector.resolve("w", TaskState.COMPLETED, now=2.0)] == [
+        Outcome.CONFIRMED
+    ]
+    assert not detector.resolutions
