@@ -54,6 +54,16 @@ class _Open(NamedTuple):
     at: float
 
 
+def _over(entry: _Open, over: bool, accepted: bool) -> bool:
+    """Whether the observation shows the task over at ``entry``'s decision. A reply the agent
+    gave to an action shows it live then, unless the decision was taken on a terminal
+    observation (``terminal_state``): a task never leaves a terminal state, so an agent
+    answering that action with the task still terminal did not take it."""
+    if accepted and entry.reason is not DivergenceReason.TERMINAL_STATE:
+        return False
+    return over
+
+
 class Resolutions:
     """Open divergences by task. Thread-safe."""
 
@@ -86,8 +96,9 @@ class Resolutions:
         TaskNotFound) at ``now`` resolves: every one opened before it. ``accepted``: the
         observation is the agent's successful reply to an action on the task, which it took:
         the task was live when each of these decisions was taken (a task never comes back
-        from a terminal state), whatever ``state`` the action left it in. Otherwise an
-        ``unknown`` state resolves nothing (it authorises nothing, and contradicts nothing)."""
+        from a terminal state), whatever ``state`` the action left it in (see ``_over``).
+        Otherwise an ``unknown`` state resolves nothing (it authorises nothing, and contradicts
+        nothing)."""
         if not self._open or (state is TaskState.UNKNOWN and not accepted):
             return []
         with self._lock:
@@ -99,17 +110,14 @@ class Resolutions:
                 del self._open[task_id]
             else:
                 held[:] = [entry for entry in held if entry.at > now]
-        over = not accepted and (state is None or state.is_terminal)
-        return [
-            Resolution(
-                task_id,
-                entry.reason,
-                Outcome.CONFIRMED if over == entry.assumes_live else Outcome.REFUTED,
-                state,
-                now - entry.at,
-            )
-            for entry in due
-        ]
+        over = state is None or state.is_terminal
+        resolved = []
+        for entry in due:
+            # confirmed: the observation contradicts what the decision assumed
+            contradicts = _over(entry, over, accepted) == entry.assumes_live
+            outcome = Outcome.CONFIRMED if contradicts else Outcome.REFUTED
+            resolved.append(Resolution(task_id, entry.reason, outcome, state, now - entry.at))
+        return resolved
 
     def unresolved(self, now: float, older_than: float) -> dict[DivergenceReason, int]:
         """Open divergences opened more than ``older_than`` seconds before ``now``, by

@@ -104,3 +104,17 @@ def test_the_reply_to_an_action_the_agent_took_refutes_whatever_state_it_left() 
         Outcome.CONFIRMED
     ]
     assert not detector.resolutions
+
+
+def test_an_action_on_a_task_observed_terminal_is_judged_by_the_state_answered() -> None:
+    """An agent that answers a follow-up to a finished task with the task, still finished,
+    and no error (as some do) did not take it: the ``terminal_state`` divergence is
+    confirmed. One answering with the task live refutes it (the caller's belief was wrong)."""
+    detector = Detector()
+    agent = detector.agent("http://worker")
+    for task_id in ("t", "u"):
+        detector.on_reports(agent, [_report(task_id, "TASK_STATE_FAILED")], "GetTask", now=0.0)
+        assert detector.decide(task_id, agent, now=1.0).reason is R.TERMINAL_STATE
+    [confirmed] = detector.resolve("t", TaskState.FAILED, now=2.0, accepted=True)
+    [refuted] = detector.resolve("u", TaskState.WORKING, now=2.0, accepted=True)
+    assert (confirmed.outcome, refuted.outcome) == (Outcome.CONFIRMED, Outcome.REFUTED)
