@@ -82,6 +82,23 @@ class A2AMetrics:
         self.errors = meter.create_counter(
             sc.M_ERRORS, unit="{error}", description="Internal failures of otel-a2a (contained)"
         )
+        self.resolutions = meter.create_counter(
+            sc.M_RESOLUTIONS,
+            unit="{divergence}",
+            description="Divergences resolved by the next authoritative observation of their "
+            "task, by reason and outcome (confirmed: the decision's belief was wrong; refuted: "
+            "it held)",
+        )
+        # the reasons reported unresolved once: each reports 0 once its divergences resolve
+        # (a series left out would keep its last value until the exporter expires it)
+        self.unresolved_reasons: set[str] = set()
+        meter.create_observable_gauge(
+            sc.M_UNRESOLVED,
+            [functools.partial(_observe_unresolved, active)],
+            unit="{divergence}",
+            description="Divergences no observation of their task has resolved for longer than "
+            f"{sc.UNRESOLVED_AFTER:g} s, by reason",
+        )
         # the worker's side (instrumentation/server)
         self.unfinished = meter.create_counter(
             sc.M_TASKS_UNFINISHED,
@@ -167,3 +184,21 @@ def _observe_stale(active: Active, _options: CallbackOptions) -> Iterable[Observ
     finally:
         GUARD.leave()
     return [Observation(n, {sc.AGENT_LABEL: label}) for label, n in totals.items()]
+
+
+def _observe_unresolved(active: Active, _options: CallbackOptions) -> Iterable[Observation]:
+    m = active()
+    if m is None or not GUARD.enter(run_deferred=False):
+        return []
+    try:
+        counts = {
+            reason.value: n
+            for reason, n in m.detector.resolutions.unresolved(
+                time.monotonic(), sc.UNRESOLVED_AFTER
+            ).items()
+        }
+    finally:
+        GUARD.leave()
+    seen = m.unresolved_reasons
+    seen.update(counts)  # a handful of reasons at most: bounded
+    return [Observation(counts.get(r, 0), {sc.DIVERGENCE_REASON: r}) for r in sorted(seen)]

@@ -146,7 +146,7 @@ _IDS = ("a2a.task.id", "gen_ai.conversation.id", "otel_a2a.task.id.requested")
 
 def _observed(harness: Harness) -> dict[str, Any]:
     """What otel-a2a exported, with the peer's generated ids numbered by first appearance and
-    the one measured time (an observation's age) left out."""
+    the measured times (an observation's age, a divergence's) left out."""
     ids: dict[str, str] = {}
 
     def attrs(found: Any) -> dict[str, Any]:
@@ -154,7 +154,7 @@ def _observed(harness: Harness) -> dict[str, Any]:
         for key, value in dict(found or {}).items():
             if key in _IDS:
                 value = ids.setdefault(value, f"id-{len(ids)}")
-            if key != "otel_a2a.observation.age":
+            if key not in ("otel_a2a.observation.age", "otel_a2a.divergence.age"):
                 out[key] = value
         return out
 
