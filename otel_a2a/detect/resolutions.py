@@ -70,6 +70,7 @@ class Resolutions:
     def __init__(self, max_tasks: int) -> None:
         self.max_tasks = max(1, max_tasks)
         self.dropped = 0  # open divergences forgotten unresolved (bound)
+        self.reasons: set[DivergenceReason] = set()  # every reason opened here, ever
         self._open: OrderedDict[str, list[_Open]] = OrderedDict()
         self._lock = threading.Lock()
         fork_safe(self, "_lock")
@@ -88,6 +89,7 @@ class Resolutions:
                 del held[0]
                 self.dropped += 1
             held.append(_Open(reason, assumes_live, now))
+            self.reasons.add(reason)
 
     def resolve(
         self, task_id: str, state: TaskState | None, now: float, accepted: bool = False
@@ -121,13 +123,15 @@ class Resolutions:
 
     def unresolved(self, now: float, older_than: float) -> dict[DivergenceReason, int]:
         """Open divergences opened more than ``older_than`` seconds before ``now``, by
-        reason: what no observation has come to resolve."""
-        counts: dict[DivergenceReason, int] = {}
+        reason: what no observation has come to resolve. Every reason ever opened here has
+        its count, 0 included: a gauge series left out would keep its last value downstream
+        until the exporter expires it."""
         with self._lock:
             entries = [entry for held in self._open.values() for entry in held]
+            counts = dict.fromkeys(self.reasons, 0)
         for entry in entries:
             if now - entry.at > older_than:
-                counts[entry.reason] = counts.get(entry.reason, 0) + 1
+                counts[entry.reason] += 1
         return counts
 
     def __bool__(self) -> bool:

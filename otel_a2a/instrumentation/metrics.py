@@ -89,9 +89,6 @@ class A2AMetrics:
             "task, by reason and outcome (confirmed: the decision's belief was wrong; refuted: "
             "it held)",
         )
-        # the reasons reported unresolved once: each reports 0 once its divergences resolve
-        # (a series left out would keep its last value until the exporter expires it)
-        self.unresolved_reasons: set[str] = set()
         meter.create_observable_gauge(
             sc.M_UNRESOLVED,
             [functools.partial(_observe_unresolved, active)],
@@ -191,14 +188,7 @@ def _observe_unresolved(active: Active, _options: CallbackOptions) -> Iterable[O
     if m is None or not GUARD.enter(run_deferred=False):
         return []
     try:
-        counts = {
-            reason.value: n
-            for reason, n in m.detector.resolutions.unresolved(
-                time.monotonic(), sc.UNRESOLVED_AFTER
-            ).items()
-        }
+        counts = m.detector.resolutions.unresolved(time.monotonic(), sc.UNRESOLVED_AFTER)
     finally:
         GUARD.leave()
-    seen = m.unresolved_reasons
-    seen.update(counts)  # a handful of reasons at most: bounded
-    return [Observation(counts.get(r, 0), {sc.DIVERGENCE_REASON: r}) for r in sorted(seen)]
+    return [Observation(n, {sc.DIVERGENCE_REASON: r.value}) for r, n in counts.items()]

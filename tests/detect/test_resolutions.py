@@ -72,7 +72,10 @@ def test_open_divergences_are_bounded_and_the_old_ones_counted() -> None:
         open_.open("t-99", R.HEARTBEAT_GAP, True, 200.0)
     assert len(open_) == 9 + PER_TASK
     assert open_.dropped == 90 + 1 + 5  # 90 tasks pushed out, 6 of t-99's own
-    assert open_.unresolved(now=170.0, older_than=60.0) == {R.NO_OBSERVATION: 9}
+    assert open_.unresolved(now=170.0, older_than=60.0) == {
+        R.NO_OBSERVATION: 9,
+        R.HEARTBEAT_GAP: 0,  # opened here: reported, at 0
+    }
     assert open_.unresolved(now=300.0, older_than=60.0) == {
         R.NO_OBSERVATION: 9,
         R.HEARTBEAT_GAP: PER_TASK,
