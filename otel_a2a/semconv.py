@@ -56,6 +56,8 @@ LIVENESS_DECISION = "otel_a2a.liveness.decision"
 ASSUMED_STATE = "otel_a2a.decision.assumed_state"
 DECISION_OUTCOME = "otel_a2a.decision.outcome"
 DIVERGENCE_REASON = "otel_a2a.divergence.reason"
+DIVERGENCE_OUTCOME = "otel_a2a.divergence.outcome"  # confirmed or refuted (a resolution)
+DIVERGENCE_AGE = "otel_a2a.divergence.age"  # seconds from the decision to its resolution
 ERROR_REASON = "otel_a2a.error.reason"
 
 # the value of ``rpc.system.name`` on otel-a2a's spans (a value of its own: none of the
@@ -74,6 +76,7 @@ EVENT_DIVERGENCE = "otel_a2a.divergence"
 EVENT_TASK_STATUS = "otel_a2a.task.status"
 EVENT_STREAM_ABNORMAL_END = "otel_a2a.stream.abnormal_end"
 EVENT_TASK_SWAPPED = "otel_a2a.task.swapped"
+EVENT_DIVERGENCE_RESOLVED = "otel_a2a.divergence.resolved"
 
 # metrics (OpenTelemetry's naming rules: units, singular namespaces, no ``_total``)
 M_DIVERGENCE = "otel_a2a.divergence"
@@ -85,6 +88,8 @@ M_TRACKED = "otel_a2a.task.tracked"
 M_STALE = "otel_a2a.task.stale"
 M_EVICTED = "otel_a2a.task.evicted"
 M_ERRORS = "otel_a2a.instrumentation.errors"
+M_RESOLUTIONS = "otel_a2a.divergence.resolutions"
+M_UNRESOLVED = "otel_a2a.divergence.unresolved"
 
 
 def span_name(method: str) -> str:
@@ -96,6 +101,8 @@ def span_name(method: str) -> str:
 # seconds; the SDK default buckets are milliseconds-scale and would skew every quantile
 AGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 MAX_AGENT_NAMES = 100
+# seconds after which a divergence no observation resolved counts on otel_a2a.divergence.unresolved
+UNRESOLVED_AFTER = 300.0
 OTHER = "_OTHER"
 
 

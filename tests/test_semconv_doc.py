@@ -21,6 +21,7 @@ from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import Detector, DivergenceReason
+from otel_a2a.detect.resolutions import Outcome
 from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.protocol.model import Operation
 from otel_a2a.protocol.states import StateClass, TaskState, semconv_state
@@ -53,6 +54,8 @@ NOT_ON_SPANS = {
     sc.TASK_ID_REQUESTED,
     sc.AGENT_LABEL,
     sc.PUSH_OUTCOME,
+    sc.DIVERGENCE_OUTCOME,
+    sc.DIVERGENCE_AGE,
 }
 # names of the general OpenTelemetry conventions (the rest is the A2A convention's or ours)
 OTEL_GENERAL = {
@@ -179,6 +182,11 @@ def test_reason_values_match_the_enum() -> None:
     assert _once(names("otel_a2a.divergence.reason")) == {r.value for r in DivergenceReason}
 
 
+def test_outcome_values_match_the_enum_and_the_unresolved_bound_is_stated() -> None:
+    assert _once(names("otel_a2a.divergence.outcome")) == {o.value for o in Outcome}
+    assert f"over {sc.UNRESOLVED_AFTER:g} s" in PAGE.read_text()
+
+
 def test_state_values_and_their_classes_match_the_enums() -> None:
     table = {TICKED.findall(c[0])[0]: c[1] for c in rows("a2a.task.state")}
     assert table == {semconv_state(s): s.state_class.value for s in TaskState}
@@ -246,6 +254,8 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
     provider = MeterProvider(metric_readers=[reader])
     detector = Detector()
     detector.ledger.observe(make_obs(at=time.monotonic() - 3600))  # stale at any heartbeat
+    # unresolved for an hour
+    detector.resolutions.open("t", DivergenceReason.NO_OBSERVATION, True, time.monotonic() - 3600)
     metrics = A2AMetrics(detector, provider, lambda: metrics)
     try:
         metrics.divergence.add(1, {})
@@ -253,6 +263,7 @@ def _export() -> tuple[dict[str, tuple[str, str]], set[str]]:
         metrics.observation_age.record(1.0, {})
         metrics.etag_changes.add(1, {})
         metrics.errors.add(1, {})
+        metrics.resolutions.add(1, {})
         metrics.unfinished.add(1, {})
         metrics.push_deliveries.add(1, {})
         metrics.redundant.add("agent")

@@ -300,11 +300,14 @@ class Detector:
             self.resolutions.open(task_id, verdict.reason, assumes_live, now)
         return verdict
 
-    def resolve(self, task_id: str, state: TaskState | None, now: float) -> list[Resolution]:
+    def resolve(
+        self, task_id: str, state: TaskState | None, now: float, accepted: bool = False
+    ) -> list[Resolution]:
         """The divergences of earlier decisions on ``task_id`` that an authoritative
         observation of ``state`` at ``now`` resolves (``state`` None: the agent answered
-        TaskNotFound); see :mod:`otel_a2a.detect.resolutions`."""
-        return self.resolutions.resolve(task_id, state, now)
+        TaskNotFound; ``accepted``: the agent's successful reply to an action on the task);
+        see :mod:`otel_a2a.detect.resolutions`."""
+        return self.resolutions.resolve(task_id, state, now, accepted)
 
     def redundant_get(self, task_id: str, agent: AgentView, now: float) -> bool:
         """Whether a ``GetTask`` issued now is redundant; call it before recording its result."""

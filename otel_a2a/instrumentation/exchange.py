@@ -262,11 +262,13 @@ class Exchange:
             rt.webhooks.bind(self._push, reports[0].task_id)
             self._push = None
         peer = rt.fresh(self.peer)  # a card fetched since the request left is in force now
-        rt.observe(self.span, peer, reports, self.op, now)
+        named = self.a2a.task_id
+        # a reply that is no error to an action on the task named: the agent took it
+        accepted = named if facts.error is None and self.op in _DECISION_OPS else None
+        rt.observe(self.span, peer, reports, self.op, now, accepted)
         last = self._last_report
         if last is None or last.state is None:
             return
-        named = self.a2a.task_id
         if named is not None and last.task_id != named:
             self._swap(last, last.state, named)  # the span stays about the named task
             return
@@ -358,7 +360,7 @@ class Exchange:
         reported on it), and a stream it ends at a terminal state ended normally."""
         if report.state is not None and report.state.state.is_terminal:
             self._terminal_seen = True
-        self.rt.error_reply(self.rt.fresh(self.peer), report, now)
+        self.rt.error_reply(self.span, self.rt.fresh(self.peer), report, now)
 
     def extended_card(self, card: CardInfo | None) -> None:
         """An extended card: its own etag and fields on the span only (it never moves the

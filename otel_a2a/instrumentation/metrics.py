@@ -82,6 +82,20 @@ class A2AMetrics:
         self.errors = meter.create_counter(
             sc.M_ERRORS, unit="{error}", description="Internal failures of otel-a2a (contained)"
         )
+        self.resolutions = meter.create_counter(
+            sc.M_RESOLUTIONS,
+            unit="{divergence}",
+            description="Divergences resolved by the next authoritative observation of their "
+            "task, by reason and outcome (confirmed: the decision's belief was wrong; refuted: "
+            "it held)",
+        )
+        meter.create_observable_gauge(
+            sc.M_UNRESOLVED,
+            [functools.partial(_observe_unresolved, active)],
+            unit="{divergence}",
+            description="Divergences no observation of their task has resolved for longer than "
+            f"{sc.UNRESOLVED_AFTER:g} s, by reason",
+        )
         # the worker's side (instrumentation/server)
         self.unfinished = meter.create_counter(
             sc.M_TASKS_UNFINISHED,
@@ -172,3 +186,14 @@ def _observe_stale(active: Active, _options: CallbackOptions) -> Iterable[Observ
     finally:
         GUARD.leave()
     return [Observation(n, {sc.AGENT_LABEL: label}) for label, n in totals.items()]
+
+
+def _observe_unresolved(active: Active, _options: CallbackOptions) -> Iterable[Observation]:
+    m = active()
+    if m is None or not GUARD.enter(run_deferred=False):
+        return []
+    try:
+        counts = m.detector.resolutions.unresolved(time.monotonic(), sc.UNRESOLVED_AFTER)
+    finally:
+        GUARD.leave()
+    return [Observation(n, {sc.DIVERGENCE_REASON: r.value}) for r, n in counts.items()]

@@ -23,13 +23,14 @@ from opentelemetry.util.types import AttributeValue
 from otel_a2a import semconv as sc
 from otel_a2a.detect import CardUpdate, Detector, Verdict
 from otel_a2a.detect.ledger import Ledger, TaskLedger
+from otel_a2a.detect.resolutions import Outcome
 from otel_a2a.detect.webhooks import Webhooks
 from otel_a2a.instrumentation.config import Settings
 from otel_a2a.instrumentation.metrics import A2AMetrics
 from otel_a2a.instrumentation.reentry import GUARD
 from otel_a2a.locks import fork_safe
 from otel_a2a.protocol import CardInfo, TaskReport
-from otel_a2a.protocol.states import semconv_state
+from otel_a2a.protocol.states import TaskState, semconv_state
 from otel_a2a.version import __version__
 
 if TYPE_CHECKING:
@@ -319,17 +320,67 @@ class Runtime:
         reports: Sequence[TaskReport],
         operation: str,
         now: float,
+        accepted: str | None = None,
     ) -> None:
         """Record authoritative observations of ``peer``'s tasks and report what they
         contradict, on ``span`` when it is live: the one way a task state read anywhere (a
-        response, a stream frame, another instrumentation's span) becomes an observation."""
-        for verdict in self.detector.on_reports(peer, reports, operation, now):
+        response, a stream frame, another instrumentation's span) becomes an observation.
+        ``accepted``: the task a successful reply to an action (a follow-up, a cancel) is
+        about, which the agent took (see ``Resolutions.resolve``)."""
+        detector = self.detector
+        for verdict in detector.on_reports(peer, reports, operation, now):
             self.report(span, verdict, operation)
+        if detector.resolutions:  # a divergence waits for its task's next observation
+            for report in reports:
+                if report.state is not None:
+                    task_id = report.task_id
+                    self._settle(span, task_id, report.state.state, now, task_id == accepted)
 
-    def error_reply(self, peer: Peer, report: TaskReport, now: float) -> None:
+    def _settle(
+        self,
+        span: Span | None,
+        task_id: str,
+        state: TaskState | None,
+        now: float,
+        accepted: bool = False,
+    ) -> None:
+        """What an authoritative observation of ``task_id`` (``state`` None: TaskNotFound)
+        makes of the divergences earlier decisions on it raised: each confirmed or refuted,
+        once, as a span event (on ``span``, the observation's, when live), a log record and
+        the ``otel_a2a.divergence.resolutions`` metric."""
+        for found in self.detector.resolve(task_id, state, now, accepted):
+            reason, outcome = found.reason.value, found.outcome.value
+            attrs: dict[str, AttributeValue] = {
+                sc.DIVERGENCE_REASON: reason,
+                sc.DIVERGENCE_OUTCOME: outcome,
+                sc.TASK_ID: task_id,
+                sc.DIVERGENCE_AGE: round(found.age, 6),
+            }
+            if state is not None:
+                attrs[sc.TASK_STATE] = semconv_state(state)
+            self.metrics.resolutions.add(
+                1, {sc.DIVERGENCE_REASON: reason, sc.DIVERGENCE_OUTCOME: outcome}
+            )
+            if span is not None and span.is_recording():
+                span.add_event(sc.EVENT_DIVERGENCE_RESOLVED, attrs)
+            confirmed = found.outcome is Outcome.CONFIRMED
+            self.events.emit(
+                event_name=sc.EVENT_DIVERGENCE_RESOLVED,
+                body=f"A2A divergence {outcome}: {reason}",
+                severity_number=SeverityNumber.WARN if confirmed else SeverityNumber.INFO,
+                severity_text="WARN" if confirmed else "INFO",
+                attributes=attrs,
+                context=trace.set_span_in_context(span) if span is not None else None,
+            )
+
+    def error_reply(self, span: Span | None, peer: Peer, report: TaskReport, now: float) -> None:
         """An error reply stated the task's state: recorded, never reported by itself (see
-        ``Detector.on_error_reply``). The rare path: error replies only."""
-        self.detector.on_error_reply(peer, report, now)
+        ``Detector.on_error_reply``), and it resolves the task's open divergences by that
+        state. The rare path: error replies only."""
+        detector = self.detector
+        detector.on_error_reply(peer, report, now)
+        if report.state is not None and detector.resolutions:
+            self._settle(span, report.task_id, report.state.state, now)
 
     def poll(self, peer: Peer, task_id: str, now: float) -> None:
         """A ``GetTask`` about to leave: counted when it cannot tell anything new."""
@@ -337,10 +388,14 @@ class Runtime:
             self.metrics.redundant.add(peer.label)
 
     def task_not_found(self, span: Span, task_id: str, operation: str, now: float) -> None:
-        """The agent answered TaskNotFound: ``task_lost`` if the task was live."""
-        verdict = self.detector.on_task_not_found(task_id, now)
+        """The agent answered TaskNotFound: ``task_lost`` if the task was live; the task's
+        open divergences are resolved as lost."""
+        detector = self.detector
+        verdict = detector.on_task_not_found(task_id, now)
         if verdict is not None:
             self.report(span, verdict, operation)
+        if detector.resolutions:
+            self._settle(span, task_id, None, now)
 
     def stream_alive(self, task_ids: Iterable[str], now: float) -> None:
         """A frame of an open stream (an event or ``: ping``) refreshes its tasks."""

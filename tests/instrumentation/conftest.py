@@ -71,6 +71,18 @@ def divergences(span: ReadableSpan) -> list[str]:
     ]
 
 
+def resolved(span: ReadableSpan) -> list[tuple[str, str]]:
+    """(reason, outcome) of each ``otel_a2a.divergence.resolved`` event on ``span``."""
+    return [
+        (
+            str(e.attributes["otel_a2a.divergence.reason"]),
+            str(e.attributes["otel_a2a.divergence.outcome"]),
+        )
+        for e in span.events
+        if e.name == "otel_a2a.divergence.resolved" and e.attributes
+    ]
+
+
 def make_harness(sampler: Sampler | None = None) -> tuple[Harness, A2AInstrumentor]:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider(sampler=sampler) if sampler else TracerProvider()

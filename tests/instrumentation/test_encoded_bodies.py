@@ -48,7 +48,7 @@ def test_encoded_task_is_observed(harness: Harness, server: str, case: str, stre
         else:
             r = client.post(f"{server}/{case}", json=GET_TASK, headers=headers)
             assert r.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
-    assert _state(harness) == "working"
+    assert _state(harness) == "TASK_STATE_WORKING"
     assert harness.total("otel_a2a.instrumentation.errors") == 0
 
 
@@ -68,7 +68,7 @@ def test_a_gzip_bomb_costs_at_most_the_body_limit(harness: Harness, server: str)
             tracemalloc.stop()
     assert raw < BOMB_TEXT_BYTES // 100  # it really is a bomb
     assert peak < 4 * LIMIT, f"peak {peak / 2**20:.1f} MiB for a {LIMIT / 2**20:.0f} MiB limit"
-    assert _state(harness) == "working"  # the status precedes the history
+    assert _state(harness) == "TASK_STATE_WORKING"  # the status precedes the history
     assert harness.total("otel_a2a.instrumentation.errors") == 0
 
 
@@ -98,7 +98,7 @@ def test_a_gzip_bomb_is_never_inflated_past_the_limit(
             pass
     assert inflated, "the bomb was never seen encoded"
     assert sum(inflated) == LIMIT
-    assert _state(harness) == "working"
+    assert _state(harness) == "TASK_STATE_WORKING"
 
 
 def test_an_oversized_reply_is_never_parsed_past_the_limit(

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_a2a import liveness_decision
 from otel_a2a.protocol.jcs import canonicalize as jcs
-from tests.instrumentation.conftest import V1, Clock, Harness, divergences
+from tests.instrumentation.conftest import V1, Clock, Harness, divergences, resolved
 from tests.support.fake_agent import FakeAgent
 
 BASE = "http://agent.test"
@@ -70,8 +70,16 @@ def test_follow_up_without_observation_is_no_observation(otel: Harness) -> None:
     assert (span.attributes or {})["otel_a2a.liveness.decision"] is True
     assert otel.total("otel_a2a.divergence", otel_a2a__divergence__reason="no_observation") == 1
     assert otel.total("otel_a2a.liveness.decisions", otel_a2a__decision__outcome="divergent") == 1
-    # the event is also a log record, in the span's trace context
-    (record,) = [d.log_record for d in otel.logs.get_finished_logs()]
+    # the event is also a log record, in the span's trace context; the reply (the task
+    # working: the agent took the follow-up) then refutes it, on the same span
+    record, resolution = [d.log_record for d in otel.logs.get_finished_logs()]
+    assert resolved(span) == [("no_observation", "refuted")]
+    assert resolution.event_name == "otel_a2a.divergence.resolved"
+    assert (resolution.severity_text, resolution.body) == (
+        "INFO",
+        "A2A divergence refuted: no_observation",
+    )
+    assert (resolution.trace_id, resolution.span_id) == (record.trace_id, record.span_id)
     attrs = dict(record.attributes or {})
     assert record.event_name == "otel_a2a.divergence"
     assert (attrs["otel_a2a.divergence.reason"], attrs["a2a.task.id"]) == ("no_observation", "t9")
@@ -145,7 +153,19 @@ def test_terminal_state_is_exempt_from_the_gap(otel: Harness, clock: Clock) -> N
             "SendMessage",
             {"message": {"taskId": "t1", "messageId": "m", "role": "ROLE_USER", "parts": []}},
         )
-    assert divergences(otel.span("SendMessage")) == ["terminal_state"]
+    span = otel.span("SendMessage")
+    assert divergences(span) == ["terminal_state"]
+    # answered with the task still failed, no error: the agent did not take the follow-up
+    assert resolved(span) == [("terminal_state", "confirmed")]
+    assert otel.points("otel_a2a.divergence.resolutions") == [
+        (
+            {
+                "otel_a2a.divergence.reason": "terminal_state",
+                "otel_a2a.divergence.outcome": "confirmed",
+            },
+            1,
+        )
+    ]
 
 
 @pytest.mark.parametrize(

@@ -342,7 +342,10 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: RunningPeer) ->
     assert attrs(send) == task_attrs(
         agent, V1, "SendMessage", seen["followed"], "completed", decision=True
     )
-    assert [(e.name, dict(e.attributes or {})) for e in send.events] == [
+    events = [(e.name, dict(e.attributes or {})) for e in send.events]
+    assert events[-1][1].pop("otel_a2a.divergence.age") >= 0
+    # the reply (the task completed by the follow-up the agent took) refutes the divergence
+    assert events == [
         (
             "otel_a2a.divergence",
             {
@@ -351,7 +354,16 @@ def test_follow_up_to_a_task_never_observed(otel: Harness, peer: RunningPeer) ->
                 "otel_a2a.card.heartbeat_interval": HEARTBEAT,
                 "otel_a2a.card.etag": agent.etag,
             },
-        )
+        ),
+        (
+            "otel_a2a.divergence.resolved",
+            {
+                "otel_a2a.divergence.reason": "no_observation",
+                "otel_a2a.divergence.outcome": "refuted",
+                "a2a.task.id": seen["elsewhere"].id,
+                "a2a.task.state": "TASK_STATE_COMPLETED",
+            },
+        ),
     ]
     assert divergences(send) == ["no_observation"]
     assert otel.points("otel_a2a.divergence") == [

@@ -146,7 +146,7 @@ _IDS = ("a2a.task.id", "gen_ai.conversation.id", "otel_a2a.task.id.requested", "
 
 def _observed(harness: Harness) -> dict[str, Any]:
     """What otel-a2a exported, with the peer's generated ids numbered by first appearance and
-    the one measured time (an observation's age) left out."""
+    the measured times (an observation's age, a divergence's) left out."""
     ids: dict[str, str] = {}
 
     def attrs(found: Any) -> dict[str, Any]:
@@ -154,7 +154,7 @@ def _observed(harness: Harness) -> dict[str, Any]:
         for key, value in dict(found or {}).items():
             if key in _IDS:
                 value = ids.setdefault(value, f"id-{len(ids)}")
-            if key != "otel_a2a.observation.age":
+            if key not in ("otel_a2a.observation.age", "otel_a2a.divergence.age"):
                 out[key] = value
         return out
 
@@ -209,8 +209,13 @@ def test_httpx2_is_observed_as_httpx_is(
         *["TASK_STATE_COMPLETED"] * 3,
     ]
     assert [e for e, _ in spans[4][4]] == ["otel_a2a.task.status", "otel_a2a.task.status"]
-    assert [(e, a["otel_a2a.divergence.reason"]) for e, a in spans[5][4]] == [
-        ("otel_a2a.divergence", "no_observation")
+    # the follow-up diverged, and its own successful reply refuted that (the task was live)
+    assert [
+        (e, a["otel_a2a.divergence.reason"], a.get("otel_a2a.divergence.outcome"))
+        for e, a in spans[5][4]
+    ] == [
+        ("otel_a2a.divergence", "no_observation", None),
+        ("otel_a2a.divergence.resolved", "no_observation", "refuted"),
     ]
     assert spans[3][3]["otel_a2a.liveness.decision"] is True and spans[3][4] == []
     metrics = through_httpx["metrics"]

@@ -47,7 +47,7 @@ from a2a.types import (
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tests.instrumentation.conftest import AheadClock, Harness, divergences
+from tests.instrumentation.conftest import AheadClock, Harness, divergences, resolved
 
 T = TypeVar("T")
 
@@ -552,7 +552,10 @@ def test_follow_up_to_a_task_never_observed(
     assert attrs(send) == task_attrs(
         agent, mode, "SendMessage", followed, "completed", decision=True
     )
-    assert [(e.name, dict(e.attributes or {})) for e in send.events] == [
+    events = [(e.name, dict(e.attributes or {})) for e in send.events]
+    assert events[-1][1].pop("otel_a2a.divergence.age") >= 0
+    # the reply (the task completed by the follow-up the agent took) refutes the divergence
+    assert events == [
         (
             "otel_a2a.divergence",
             {
@@ -561,7 +564,16 @@ def test_follow_up_to_a_task_never_observed(
                 "otel_a2a.card.heartbeat_interval": HEARTBEAT,
                 "otel_a2a.card.etag": agent.etag,
             },
-        )
+        ),
+        (
+            "otel_a2a.divergence.resolved",
+            {
+                "otel_a2a.divergence.reason": "no_observation",
+                "otel_a2a.divergence.outcome": "refuted",
+                "a2a.task.id": elsewhere.id,
+                "a2a.task.state": "TASK_STATE_COMPLETED",
+            },
+        ),
     ]
     assert otel.points("otel_a2a.divergence") == [
         (
@@ -627,6 +639,8 @@ def test_a_task_waiting_for_the_caller_owes_no_heartbeat(
     cancel = otel.span("CancelTask")
     assert divergences(cancel) == ["heartbeat_gap"]
     [gap] = [e for e in cancel.events if e.name == "otel_a2a.divergence"]
+    # the agent took the cancel: the task was live, as the decision assumed
+    assert resolved(cancel) == [("heartbeat_gap", "refuted")]
     assert gap.attributes is not None and gap.attributes["otel_a2a.observation.age"] > HEARTBEAT
     assert otel.points("otel_a2a.divergence") == [
         (

@@ -142,11 +142,19 @@ def test_dashboard_content() -> None:
         "otel_a2a_task_tracked",
         "otel_a2a_task_evicted_total",
         "otel_a2a_instrumentation_errors_total",
+        "otel_a2a_divergence_resolutions_total",
+        "otel_a2a_divergence_unresolved",
     ):
         assert metric in exprs, metric
     assert "histogram_quantile(0.5," in exprs and "histogram_quantile(0.95," in exprs
     assert "sum by (otel_a2a_divergence_reason, otel_a2a_agent_name)" in exprs
     assert "sum by (otel_a2a_decision_outcome)" in exprs
+    # the splits confirmed beside the rule violations (the divergences) they resolve
+    assert "sum by (otel_a2a_divergence_outcome, otel_a2a_divergence_reason)" in exprs
+    titles = [p["title"] for p in dash["panels"]]
+    assert titles.index("Divergences resolved: confirmed vs refuted") == (
+        titles.index("Divergences by reason and agent") + 2
+    )
     assert "sum by (otel_a2a_task_state_class)" in exprs
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     agent = variables["agent"]

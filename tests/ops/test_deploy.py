@@ -159,7 +159,8 @@ def test_promtool_check_config(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(prom, sort_keys=False))
     res = run_promtool("check", "config", str(path))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS: 7 rules found" in res.stdout  # 6 alerts and the recorded divergence count
+    # 8 alerts, the recorded divergence count and the recorded resolution count
+    assert "SUCCESS: 10 rules found" in res.stdout
 
 
 def _datasources() -> dict[str, dict[str, Any]]:

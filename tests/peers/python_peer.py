@@ -34,7 +34,9 @@ it with the config's ``X-A2A-Notification-Token``): ``deliver`` as configured, `
 ``--card-per-caller`` serves one card per caller, as a multi-tenant agent does with a2a-sdk's
 ``card_modifier``: the card's description names the ``Authorization`` the fetch sent (so the
 SDK's weak ETag differs per caller). ``--card-version V`` serves the card as version ``V``
-(a redeploy, when the peer is restarted on the same port with another one).
+(a redeploy, when the peer is restarted on the same port with another one). ``--task-db PATH``
+keeps the tasks in a SQLite file (a2a-sdk's ``DatabaseTaskStore``) instead of memory: a peer
+restarted on the same file still has them (a redeploy that kept the tasks).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from a2a.server.tasks import (
     BasePushNotificationSender,
     InMemoryPushNotificationConfigStore,
     InMemoryTaskStore,
+    TaskStore,
     TaskUpdater,
 )
 from a2a.types import (
@@ -307,10 +310,14 @@ def build_card(
 
 
 def build_handler(
-    card: AgentCard, slow_timeout: float, push: str | None = None, http: Any = None
+    card: AgentCard,
+    slow_timeout: float,
+    push: str | None = None,
+    http: Any = None,
+    task_store: TaskStore | None = None,
 ) -> DefaultRequestHandler:
     """The agent's request handler; ``push`` the ``--push`` mode (``http``: the sender's
-    ``httpx.AsyncClient``)."""
+    ``httpx.AsyncClient``); ``task_store`` a store of ``--task-db`` (else in memory)."""
     waiters = SlowWaiters()
     store = PlantedPushStore(push) if push is not None else None
     sender = BasePushNotificationSender(http, store) if store is not None else None
@@ -322,7 +329,7 @@ def build_handler(
         extended.skills.add(id="extended", name="Extended", description="for callers known")
     return DefaultRequestHandler(
         agent_executor=BehaviourExecutor(waiters, slow_timeout),
-        task_store=InMemoryTaskStore(),
+        task_store=task_store or InMemoryTaskStore(),
         agent_card=card,
         extended_agent_card=extended,
         request_context_builder=FollowUpAwareContextBuilder(waiters),
@@ -385,6 +392,18 @@ def _add_grpc_services(server: Any, handler: DefaultRequestHandler) -> None:
     a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(CompatGrpcHandler(handler), server)
 
 
+async def _task_store(path: str | None) -> TaskStore | None:
+    """a2a-sdk's ``DatabaseTaskStore`` on the SQLite file ``path`` (None: in memory)."""
+    if path is None:
+        return None
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    store = DatabaseTaskStore(create_async_engine(f"sqlite+aiosqlite:///{path}"))
+    await store.initialize()
+    return store
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1; 0 = any")
@@ -393,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--card-per-caller", action="store_true", help="see above")
     parser.add_argument("--card-version", default="1.0.0", help="the card's version")
     parser.add_argument("--push", choices=("deliver", "drop", "forge"), help="see above")
+    parser.add_argument("--task-db", help="SQLite file of the tasks (see above)")
     args = parser.parse_args(argv)
     slow_timeout = min(max(float(args.slow_timeout), 0.1), 30.0)
 
@@ -409,7 +429,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         grpc_server, grpc_target = (await _start_grpc()) if args.grpc else (None, None)
         card = build_card(base_url, grpc_target, args.card_version, args.push is not None)
         http = httpx.AsyncClient(timeout=10.0) if args.push is not None else None
-        handler = build_handler(card, slow_timeout, args.push, http)
+        handler = build_handler(
+            card, slow_timeout, args.push, http, await _task_store(args.task_db)
+        )
         if grpc_server is not None:
             _add_grpc_services(grpc_server, handler)
             await grpc_server.start()
