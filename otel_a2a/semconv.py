@@ -59,6 +59,7 @@ DIVERGENCE_REASON = "otel_a2a.divergence.reason"
 DIVERGENCE_OUTCOME = "otel_a2a.divergence.outcome"  # confirmed or refuted (a resolution)
 DIVERGENCE_AGE = "otel_a2a.divergence.age"  # seconds from the decision to its resolution
 ERROR_REASON = "otel_a2a.error.reason"
+ERROR_TASK_STATE = "otel_a2a.error.task_state"  # the state an error reply stated
 
 # the value of ``rpc.system.name`` on otel-a2a's spans (a value of its own: none of the
 # convention's well-known ones names A2A)

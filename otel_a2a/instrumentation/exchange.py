@@ -35,7 +35,7 @@ from otel_a2a.protocol import (
     StateReading,
     TaskReport,
 )
-from otel_a2a.protocol.states import semconv_state
+from otel_a2a.protocol.states import TaskState, semconv_state
 
 Value = str | bool | int | float | tuple[str, ...]
 Attributes = dict[str, Value]
@@ -357,9 +357,15 @@ class Exchange:
 
     def _error_reply(self, report: TaskReport, now: float) -> None:
         """An error reply stated the named task's state: the ledger records it (nothing is
-        reported on it), and a stream it ends at a terminal state ended normally."""
-        if report.state is not None and report.state.state.is_terminal:
-            self._terminal_seen = True
+        reported on it), the span carries it in ``otel_a2a.error.task_state`` (the task's
+        state is what a reply carried as the task, which an error reply does not), and a
+        stream it ends at a terminal state ended normally."""
+        if report.state is not None:
+            state = report.state.state
+            if report.task_id == self.a2a.task_id and state is not TaskState.UNKNOWN:
+                self._attrs[sc.ERROR_TASK_STATE] = semconv_state(state)
+            if report.state.state.is_terminal:
+                self._terminal_seen = True
         self.rt.error_reply(self.span, self.rt.fresh(self.peer), report, now)
 
     def extended_card(self, card: CardInfo | None) -> None:

@@ -121,6 +121,7 @@ def test_a_follow_up_to_a_task_that_failed_meanwhile(
         reason, code = ("INVALID_PARAMS", -32602)  # a2a-go's answer to a terminal task
     assert attrs(follow_up)["error.type"] == error_type(mode, code)
     assert attrs(follow_up)["otel_a2a.error.reason"] == reason
+    assert attrs(follow_up)["otel_a2a.error.task_state"] == "TASK_STATE_FAILED"
     assert follow_up.status.description == reason
     assert (obs.state.value, obs.source) == ("failed", ERROR_REPLY)
     assert obs.raw in ("TASK_STATE_FAILED", "4")  # a2a-sdk and a2a-go, @a2a-js/sdk
@@ -154,6 +155,9 @@ def test_a_cancel_of_a_task_that_completed_meanwhile(otel: Harness, peer: str, m
     for span in (first, second):
         assert attrs(span)["error.type"] == error_type(mode, -32002)
         assert attrs(span)["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
+        # a2a-go names the state in its refusal; the others name none
+        stated = "TASK_STATE_COMPLETED" if "Go" in seen["card"].name else None
+        assert attrs(span).get("otel_a2a.error.task_state") == stated
         assert span.status.description == "TASK_NOT_CANCELABLE"
         assert "a2a.task.state" not in attrs(span)
     assert divergences(first) == []  # judged before it left, on a fresh observation

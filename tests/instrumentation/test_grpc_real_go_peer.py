@@ -161,6 +161,7 @@ def test_a_refused_cancel_states_the_task_s_state(otel: Harness, go_grpc_peer: R
     assert divergences(cancel) == []  # judged before it left, on `input-required`
     assert attrs(cancel)["error.type"] == caught.value.code().name
     assert attrs(cancel)["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
+    assert attrs(cancel)["otel_a2a.error.task_state"] == "TASK_STATE_COMPLETED"  # as stated
     with liveness_decision(task.id, agent=f"grpc://{target}"):
         pass
     reason = "otel_a2a__divergence__reason"

@@ -238,6 +238,9 @@ def test_get_and_cancel_of_unknown_or_finished_tasks(otel: Harness, peer: str, m
     assert attrs(cancel)["error.type"] == ("-32002" if mode.jsonrpc else "409")
     assert attrs(cancel)["otel_a2a.error.reason"] == "TASK_NOT_CANCELABLE"
     assert attrs(cancel)["http.response.status_code"] == (200 if mode.jsonrpc else 409)
+    # the state the error reply stated, as the convention spells states (no wire spelling)
+    assert attrs(cancel)["otel_a2a.error.task_state"] == "TASK_STATE_COMPLETED"
+    assert "a2a.task.state" not in attrs(cancel) and "otel_a2a.task.state.raw" not in attrs(cancel)
     # cancelling a task last seen completed is a decision on a terminal task: its error reply
     # confirms the state the decision ignored
     assert divergences(cancel) == ["terminal_state"]
