@@ -51,6 +51,7 @@ NOT_ON_SPANS = {
     sc.DECISION_OUTCOME,
     sc.TASK_ID_REQUESTED,
     sc.AGENT_LABEL,
+    sc.SERVICE_LABEL,
 }
 # names of the general OpenTelemetry conventions (the rest is the A2A convention's or ours)
 OTEL_GENERAL = {
