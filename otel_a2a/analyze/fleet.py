@@ -20,8 +20,9 @@ What a span is (:func:`span_acts`):
   ``otel_a2a.liveness.decision`` (its ``otel_a2a.decision.assumed_state`` read as in-process).
   The convention's ``a2a.task.id`` does not say whether the request named the task or the reply
   created it, so a send is a follow-up when the task existed before it: the service observed
-  it, or a span of any service named it earlier (the sharded tier sends all of a task's spans
-  to one detector);
+  it, or a reply or status event of any service had named it before the send started (the
+  sharded tier sends all of a task's spans to one detector). A span's start is no proof: the
+  caller's request that a gateway forwards starts first and names the task only by its reply;
 - a **card fetch**: a ``CLIENT`` ``GetAgentCard`` span with ``otel_a2a.card.etag`` or
   ``otel_a2a.card.heartbeat_interval``: the etag in force for that service and agent, and its
   heartbeat (else ``--heartbeat-overrides``, else ``--default-heartbeat``, as
@@ -171,22 +172,28 @@ def span_acts(
     trace_id: str,
 ) -> list[Act]:
     """The acts of one span (see the module). A span of a service that judges itself
-    (``self_judging``) only says that its task existed from the span's start."""
+    (``self_judging``) only says that its task existed by the span's end."""
     end = start if end is None or end < start else end
     said = dialects.read(attrs)
     task_id, op = said.task_id, said.operation
     if self_judging:
-        return [_act(SEEN, start, service, task_id, start, span_id, trace_id)] if task_id else []
+        return (
+            [_act(SEEN, start, service, task_id, start, end, span_id, trace_id)] if task_id else []
+        )
     explicit = said.decision
     client = kind in (CLIENT, CLIENT_NAME)
     if not client and not explicit:
-        return [_act(SEEN, start, service, task_id, start, span_id, trace_id)] if task_id else []
+        return (
+            [_act(SEEN, start, service, task_id, start, end, span_id, trace_id)] if task_id else []
+        )
     url, name = agent_url(attrs), said.agent_name
 
     def act(what: str, at: int, task: str, reading: StateReading | None = None) -> Act:
+        known = at if what == OBSERVE else end  # a status event's time, else the reply's
         return _act(
-            what, at, service, task, start, span_id, trace_id, url, name, op, reading=reading
-        )
+            what, at, service, task, start, known, span_id, trace_id, url, name, op,
+            reading=reading,
+        )  # fmt: skip
 
     if client and op == _CARD_OP:
         etag = _text(attrs, sc.CARD_ETAG) or None
@@ -231,6 +238,7 @@ def _act(
     service: str,
     task_id: str,
     born: int,
+    known: int,
     span_id: str,
     trace_id: str,
     agent: str = "",
@@ -241,7 +249,7 @@ def _act(
 ) -> Act:
     return Act(
         at, kind, service, task_id, agent, agent_name, operation, reading, None, None, True,
-        False, born, span_id, trace_id,
+        False, born, known, span_id, trace_id,
     )  # fmt: skip
 
 
@@ -383,7 +391,7 @@ class FleetJudge:
         self.stats = Stats()
         self._queue: list[_Held] = []
         self._seq = itertools.count()
-        self._born: OrderedDict[str, int] = OrderedDict()  # task -> earliest span start seen
+        self._known: OrderedDict[str, int] = OrderedDict()  # task -> earliest proof it existed
         self._self_judging: OrderedDict[str, None] = OrderedDict()
 
     def judging_itself(self, service: str) -> None:
@@ -405,7 +413,7 @@ class FleetJudge:
         queue = self._queue
         for act in acts:
             if act.task_id:
-                self._seen(act.task_id, act.born_ns)
+                self._seen(act.task_id, act.known_ns)
             if act.kind == SEEN:
                 continue
             if act.service in self._self_judging:
@@ -462,24 +470,24 @@ class FleetJudge:
         # force; the URL's host[:port] still names the agent for the heartbeat overrides
         return f"{url.rstrip('/')}/{quote(service, safe='')}/.well-known/agent-card.json"
 
-    def _seen(self, task_id: str, start: int) -> None:
-        """A span naming ``task_id`` started at ``start``: the task existed then. Recorded as
-        spans arrive (an earliest start is the same whatever order they come in), so that it
-        is complete for a decision by the time the decision's hold ends."""
-        born = self._born
-        first = born.get(task_id)
+    def _seen(self, task_id: str, known: int) -> None:
+        """A reply or status event named ``task_id`` at ``known``: the task existed then.
+        Recorded as spans arrive (an earliest time is the same whatever order they come in),
+        so that it is complete for a decision by the time the decision's hold ends."""
+        proofs = self._known
+        first = proofs.get(task_id)
         if first is None:
-            born[task_id] = start
-            if len(born) > self.max_tasks:
-                born.popitem(last=False)
+            proofs[task_id] = known
+            if len(proofs) > self.max_tasks:
+                proofs.popitem(last=False)
             return
-        born.move_to_end(task_id)
-        if start < first:
-            born[task_id] = start
+        proofs.move_to_end(task_id)
+        if known < first:
+            proofs[task_id] = known
 
     def _existed(self, act: Act) -> bool:
-        """Whether a span named ``act``'s task before ``act``'s span started."""
-        first = self._born.get(act.task_id)
+        """Whether a reply or status event named ``act``'s task before ``act``'s span started."""
+        first = self._known.get(act.task_id)
         return first is not None and first < act.born_ns
 
     def _judge(self, act: Act) -> list[ServiceFinding]:

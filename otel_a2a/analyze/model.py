@@ -53,8 +53,9 @@ class SpanLink(NamedTuple):
 
 class Act(NamedTuple):
     """One thing a service did about a task, read from a span: observed, decided, fetched a
-    card. ``at_ns`` orders it (Unix nanoseconds of span time); ``born_ns`` is the span's start,
-    the earliest time the task is known to have existed."""
+    card. ``at_ns`` orders it (Unix nanoseconds of span time); ``born_ns`` is the span's start;
+    ``known_ns`` when it shows the task existed: its span's end (the reply named the task), or
+    its status event's time."""
 
     at_ns: int
     kind: str
@@ -69,6 +70,7 @@ class Act(NamedTuple):
     assumes_live: bool
     explicit: bool  # a decision marked so (no follow-up rule needed)
     born_ns: int
+    known_ns: int
     span_id: str
     trace_id: str
 

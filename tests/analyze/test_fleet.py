@@ -60,6 +60,18 @@ def test_a_send_that_created_its_task_is_no_decision_a_follow_up_on_it_is() -> N
     assert found[0].operation == "SendMessage" and found[0].agent_name == "worker"
 
 
+def test_a_forwarded_send_that_created_its_task_is_no_decision() -> None:
+    """A gateway forwards the caller's first send: the caller's span starts first and names
+    the task, but only by its reply, which came after the gateway's send started."""
+    caller = span("orchestrator", "SendStreamingMessage", 0, 9, state="TASK_STATE_WORKING")
+    forwarded = span("gateway", "SendStreamingMessage", 0.1, 8.9, state="TASK_STATE_WORKING")
+    assert judged(caller, forwarded) == []
+    # the caller's own otel-a2a span, still open, is no proof either
+    attrs = {"a2a.method.name": "SendStreamingMessage", "a2a.task.id": "t1", **AGENT}
+    ours = span_acts("orchestrator", True, CLIENT, attrs, T0, T0 + 9 * S, (), "", "")
+    assert judged(ours, forwarded) == []
+
+
 def test_heartbeat_gap_terminal_state_and_fresh_observations() -> None:
     poll = span("gateway", "GetTask", 1, 1.1, state="TASK_STATE_WORKING")
     fresh = span("gateway", "CancelTask", 20)
