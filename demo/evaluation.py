@@ -164,7 +164,8 @@ def evaluate(result: ScenarioResult) -> list[Check]:
         Check(
             "instrumented by OTEL_A2A_ENABLED alone",
             bool(a2a_spans) and bool(result.metrics),
-            f"{len(a2a_spans)} spans with a2a.method.name, {len(result.metrics)} Prometheus samples",
+            f"{len(a2a_spans)} spans with a2a.method.name, "
+            f"{len(result.metrics)} Prometheus samples",
         )
     )
     if variant in RESTARTING:

@@ -21,6 +21,7 @@ import pytest
 
 from demo.cli import main
 from demo.scenario import ScenarioConfig, ScenarioResult, Timings, problem, render, run_scenario
+from otel_a2a.protocol import Operation
 from tests.support import in_ci
 
 TIMINGS = Timings.scaled(heartbeat=1.0)
@@ -81,7 +82,7 @@ def _assert_binding(result: ScenarioResult, binding: str) -> None:
     used = {
         (s.get("attributes") or {}).get("otel_a2a.binding")
         for s in result.spans
-        if str(s.get("name")).startswith("A2A ") and s.get("name") != "GetAgentCard"
+        if (s.get("attributes") or {}).get("a2a.method.name") not in {None, "GetAgentCard"}
     }
     assert used - {None} == {binding}, (used, _report(result))
 
@@ -189,7 +190,7 @@ def test_respelled_state_raises_non_canonical_state_on_its_observation(
         and d.span_attributes.get("otel_a2a.task.state.raw") in {"Working", "Submitted", "Canceled"}
     ]
     assert carriers, _report(result)
-    assert all(d.span.startswith("A2A ") for d in carriers)
+    assert all(d.span in {op.value for op in Operation} for d in carriers)  # A2A call spans
 
 
 @pytest.mark.parametrize(PEERS, [*SOME, GRPC])
