@@ -122,6 +122,16 @@ def method_name(spelling: str) -> str:
     return op.value if op is not None else spelling
 
 
+def task_id(attrs: Mapping[str, object]) -> str:
+    """The task ``attrs`` name, in whichever dialect (what :func:`read` gives, read alone)."""
+    return _first_text(attrs, _TASK_IDS)
+
+
+def decision(attrs: Mapping[str, object]) -> bool:
+    """Whether ``attrs`` mark a liveness decision (what :func:`read` gives, read alone)."""
+    return any(attrs.get(key) is True for key in _DECISIONS)
+
+
 def read(attrs: Mapping[str, object]) -> Reading:
     """One reading of ``attrs`` in whichever dialect it is spelt."""
     raw = _first_text(attrs, _STATES)

@@ -174,18 +174,15 @@ def span_acts(
     """The acts of one span (see the module). A span of a service that judges itself
     (``self_judging``) only says that its task existed by the span's end."""
     end = start if end is None or end < start else end
-    said = dialects.read(attrs)
-    task_id, op = said.task_id, said.operation
-    if self_judging:
-        return (
-            [_act(SEEN, start, service, task_id, start, end, span_id, trace_id)] if task_id else []
-        )
-    explicit = said.decision
     client = kind in (CLIENT, CLIENT_NAME)
-    if not client and not explicit:
+    if self_judging or not (client or dialects.decision(attrs)):
+        # the task existed: all such a span gives (read alone: most spans a detector gets)
+        task_id = dialects.task_id(attrs)
         return (
             [_act(SEEN, start, service, task_id, start, end, span_id, trace_id)] if task_id else []
         )
+    said = dialects.read(attrs)
+    task_id, op, explicit = said.task_id, said.operation, said.decision
     url, name = agent_url(attrs), said.agent_name
 
     def act(what: str, at: int, task: str, reading: StateReading | None = None) -> Act:
