@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="restart",
         help="restart: worker restarted mid-task; forget: it comes back with an empty store; "
         "spelling: the gateway spells states 'Working'; both: restart + spelling; redeploy: "
-        "the card changes; healthy: no fault (default: restart)",
+        "the card changes; follow-up: restart, then the follow-up goes through the gateway to the "
+        "rehydrated task; healthy: no fault (default: restart)",
     )
     p.add_argument(
         "--binding",

@@ -12,7 +12,7 @@ from otel_a2a.protocol import parse_timestamp
 if TYPE_CHECKING:  # the CLI builds the demo's parser from here: no prometheus_client import
     from prometheus_client.samples import Sample
 
-VARIANTS = ("restart", "spelling", "both", "healthy", "forget", "redeploy")
+VARIANTS = ("restart", "spelling", "both", "healthy", "forget", "redeploy", "follow-up")
 BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 GATEWAYS = ("python", "go")  # the keys of processes.GATEWAYS (the CLI does not import it)
 WORKER_NAMES = ("node", "jvm", "python")  # the keys of processes.WORKERS
@@ -24,8 +24,12 @@ EXPECTED_AFTER_RESTART: dict[str, frozenset[str]] = {
     "both": frozenset({"heartbeat_gap", "terminal_state"}),
     "forget": frozenset({"heartbeat_gap", "terminal_state", "task_lost"}),
     "redeploy": frozenset({"etag_changed"}),
+    "follow-up": frozenset({"heartbeat_gap", "terminal_state"}),
 }
 RESTARTING = frozenset(EXPECTED_AFTER_RESTART)
+# the variants whose follow-up comes after the restart (the worker restarts once the job runs):
+# the gateway routes it to the task the worker rehydrated, a decision of the gateway's own
+LATE_FOLLOW_UP = frozenset({"follow-up"})
 # The workers that keep an in-flight task "working" across a restart on the same store, with
 # nothing running it (a2a-sdk's DatabaseTaskStore), where the Node and JVM ones fail it: they
 # never answer a terminal state for it, and otel-a2a on the worker reports it unfinished.

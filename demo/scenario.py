@@ -21,6 +21,9 @@ Variants:
 - ``spelling``: the gateway re-spells task states (``Working``): ``non_canonical_state``;
 - ``both``: ``restart`` and ``spelling`` together;
 - ``redeploy``: the worker comes back with a new card version (``etag_changed``);
+- ``follow-up``: the ``restart`` fault once the job runs, and the orchestrator's follow-up
+  after it: the gateway routes it to the task the worker rehydrated, a decision on a task it
+  has not observed since the restart (``otel-a2a detector`` judges it from the gateway's spans);
 - ``healthy``: no fault; the orchestrator over-polls (zero divergences, redundant GetTask).
 """
 
@@ -43,6 +46,7 @@ from typing import Any
 from demo.evaluation import divergences, judge, parse_console_spans, scrape, unfinished
 from demo.model import (
     KEEPS_WORKING,
+    LATE_FOLLOW_UP,
     OBSERVED_WORKERS,
     RESPELLING,
     RESTARTING,
@@ -189,7 +193,7 @@ class _Run:
             "--job-seconds",
             f"{self.t.job_seconds:g}",
             "--follow-up-tick",
-            "1",
+            "2" if variant in LATE_FOLLOW_UP else "1",
             "--cancel-tick",
             "3" if variant == "healthy" else "0",
             "--timeline",
@@ -262,7 +266,11 @@ class _Run:
                 self._show(step)
                 if step.get("step") == "exit":
                     finished = True
-                trigger = step.get("step") == "follow_up" and "accepted" in str(step.get("action"))
+                trigger = (
+                    step.get("step") == "start"
+                    if cfg.variant in LATE_FOLLOW_UP
+                    else step.get("step") == "follow_up" and "accepted" in str(step.get("action"))
+                )
                 if trigger and cfg.variant in RESTARTING and self.restart_thread is None:
                     before = scrape(self.result.metrics_url, timeout=1.0)
                     if before is not None:

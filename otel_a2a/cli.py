@@ -2,10 +2,12 @@
 
     otel-a2a check-card URL
     otel-a2a analyze FILE... [--json] [--grace S] [--max-tasks N] [--html FILE [--task ID]...]
+                     [--default-heartbeat S] [--heartbeat-overrides H=S,...] [--hold S]
     otel-a2a detector [--host H] [--port P] [--metrics-port P] [--ui-port P] [--ui-host H]
                       [--dump FILE] [--json]
                       [--grace S] [--max-tasks N] [--max-body-bytes N] [--body-timeout S]
-                      [--backlog N]
+                      [--backlog N] [--default-heartbeat S] [--heartbeat-overrides H=S,...]
+                      [--hold S]
 
 Each subcommand registers itself through one ``_add_<name>`` function below that builds its
 parser and sets ``handler``. The seeded-incident demo is not a subcommand: it runs from the
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from otel_a2a.analyze.correlate import Correlator
+    from otel_a2a.analyze.fleet import FleetJudge, FleetJudgeOptions
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -77,6 +80,21 @@ _count = _number(int, lambda v: v >= 1, "an integer >= 1")
 _port = _number(int, lambda v: 0 <= v <= 65535, "an integer 0-65535 (0: any free port)")
 
 
+def _heartbeat_overrides(text: str) -> dict[str, float]:
+    """``host[:port]=seconds,…`` as ``OTEL_A2A_HEARTBEAT_OVERRIDES`` reads it; a bad entry is
+    a usage error naming it."""
+    from otel_a2a.instrumentation.config import _bad_override
+
+    out: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        why = _bad_override(item)
+        if why is not None:
+            raise argparse.ArgumentTypeError(f"entry {item!r}: {why}")
+        host, _, seconds = item.rpartition("=")
+        out[host.strip().lower()] = float(seconds)
+    return out
+
+
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # no options to know: whatever follows `demo` (`--variant ...` too) is taken as a
     # positional, so that the answer is where to find the demo, not a usage error
@@ -128,6 +146,50 @@ def _add_correlation_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_judge_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--default-heartbeat",
+        type=_positive,
+        default=30.0,
+        help="seconds an active task may go unobserved before a decision on it is a "
+        "heartbeat_gap, for agents whose card spans give none (OTEL_A2A_DEFAULT_HEARTBEAT's "
+        "meaning; default 30)",
+    )
+    p.add_argument(
+        "--heartbeat-overrides",
+        type=_heartbeat_overrides,
+        default={},
+        metavar="HOST[:PORT]=S,...",
+        help="heartbeats per agent host, over what card spans say "
+        "(OTEL_A2A_HEARTBEAT_OVERRIDES's syntax and meaning)",
+    )
+    p.add_argument(
+        "--hold",
+        type=_non_negative,
+        default=2.0,
+        help="seconds each span's decisions and observations wait after arriving, so that "
+        "late spans are judged in span-time order (default 2)",
+    )
+
+
+def _judge_options(args: argparse.Namespace) -> FleetJudgeOptions:
+    from otel_a2a.analyze.fleet import FleetJudgeOptions
+
+    return FleetJudgeOptions(args.default_heartbeat, args.heartbeat_overrides, args.hold)
+
+
+def _judge(args: argparse.Namespace) -> FleetJudge:
+    from otel_a2a.analyze.fleet import FleetJudge
+
+    options = _judge_options(args)
+    return FleetJudge(
+        max_tasks=args.max_tasks,
+        default_heartbeat=options.default_heartbeat,
+        heartbeat_overrides=options.heartbeat_overrides,
+        hold=options.hold,
+    )
+
+
 def _correlator(args: argparse.Namespace) -> Correlator:
     from otel_a2a.analyze.correlate import Correlator
 
@@ -140,7 +202,9 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
     correlator = _correlator(args)
     timeline = TimelineBuilder(tasks=args.task) if args.html else None
-    code = analyze_files(args.files, as_json=args.json, correlator=correlator, timeline=timeline)
+    code = analyze_files(
+        args.files, as_json=args.json, correlator=correlator, timeline=timeline, judge=_judge(args)
+    )
     if timeline is not None:
         from otel_a2a.analyze.page import render_page
 
@@ -166,12 +230,15 @@ def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "Read spans exported as OTLP JSON, one ExportTraceServiceRequest per line (the "
             "OpenTelemetry Collector file exporter's format; '-' reads stdin), and report "
             "cross_runtime_conflict (two services held different beliefs about a task at the "
-            "same time) and renormalized_state (a task's state crossed hops with different "
-            "wire spellings). Exit code 0: no finding; 1: findings; 2: unreadable input."
+            "same time), renormalized_state (a task's state crossed hops with different "
+            "wire spellings) and, for each service without otel-a2a inside, the divergences "
+            "of its own decisions and observations (no_observation, heartbeat_gap, ...). "
+            "Exit code 0: no finding; 1: findings; 2: unreadable input."
         ),
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     _add_correlation_options(p)
+    _add_judge_options(p)
     p.add_argument(
         "--html",
         metavar="FILE",
@@ -210,6 +277,7 @@ def _run_detector(args: argparse.Namespace) -> int:
         grace=args.grace,
         ui_port=args.ui_port,
         ui_host=args.ui_host,
+        judge=_judge_options(args),
     )
 
 
@@ -220,8 +288,9 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Receive OTLP/HTTP traces (POST /v1/traces, application/x-protobuf or "
             "application/json) from instrumented processes or a collector, print "
-            "cross_runtime_conflict and renormalized_state findings as they happen and count "
-            "them on the otel_a2a.divergence metric (Prometheus, with --metrics-port). Stops "
+            "cross_runtime_conflict and renormalized_state findings, and the divergences of "
+            "each service without otel-a2a inside judged from its spans, as they happen and "
+            "count them on the otel_a2a.divergence metric (Prometheus, with --metrics-port). Stops "
             "cleanly on SIGINT/SIGTERM."
         ),
     )
@@ -272,6 +341,7 @@ def _add_detector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "by net.core.somaxconn)",
     )
     _add_correlation_options(p)
+    _add_judge_options(p)
     p.set_defaults(handler=_run_detector)
 
 

@@ -42,6 +42,8 @@ BINDING = "otel_a2a.binding"
 JSONRPC_METHOD = "otel_a2a.jsonrpc.method"
 AGENT_URL = "otel_a2a.agent.url"
 AGENT_LABEL = "otel_a2a.agent.name"  # metrics and log records: the card's name, else the address
+# the detector's metric: the service whose decision or observation it judged from its spans
+SERVICE_LABEL = "otel_a2a.service.name"
 CARD_ETAG = "otel_a2a.card.etag"
 CARD_ETAG_OBSERVED = "otel_a2a.card.etag.observed"
 CARD_ETAG_CHANGED = "otel_a2a.card.etag.changed"

@@ -56,6 +56,7 @@ NOT_ON_SPANS = {
     sc.PUSH_OUTCOME,
     sc.DIVERGENCE_OUTCOME,
     sc.DIVERGENCE_AGE,
+    sc.SERVICE_LABEL,
 }
 # names of the general OpenTelemetry conventions (the rest is the A2A convention's or ours)
 OTEL_GENERAL = {

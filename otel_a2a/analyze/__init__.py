@@ -4,7 +4,9 @@
 ``otel-a2a detector`` receives OTLP/HTTP live (:mod:`otel_a2a.analyze.receiver`); both turn
 spans into :class:`Belief` values (:mod:`otel_a2a.analyze.otlp`) and feed the pure, bounded
 :class:`Correlator` (:mod:`otel_a2a.analyze.correlate`), which reports
-``cross_runtime_conflict`` and ``renormalized_state`` findings. Importing this package does not
+``cross_runtime_conflict`` and ``renormalized_state`` findings, and into acts that the
+:class:`FleetJudge` (:mod:`otel_a2a.analyze.fleet`) judges per service with the in-process
+invariant. Importing this package does not
 import OpenTelemetry; only the receiver does.
 """
 
@@ -20,6 +22,13 @@ from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from otel_a2a.analyze.correlate import Correlator, Stats, states_conflict
+from otel_a2a.analyze.fleet import (
+    FleetJudge,
+    ServiceFinding,
+    render_service_finding,
+    service_finding_json,
+    summary,
+)
 from otel_a2a.analyze.model import (
     Batch,
     Belief,
@@ -36,6 +45,8 @@ __all__ = [
     "Belief",
     "Correlator",
     "Finding",
+    "FleetJudge",
+    "ServiceFinding",
     "SpanLink",
     "Stats",
     "analyze_files",
@@ -100,6 +111,7 @@ def analyze_files(
     out: TextIO | None = None,
     err: TextIO | None = None,
     timeline: TimelineBuilder | None = None,
+    judge: FleetJudge | None = None,
 ) -> int:
     """The ``analyze`` command: 0 no finding, 1 findings, 2 an input could not be read.
 
@@ -111,7 +123,9 @@ def analyze_files(
     out = out or sys.stdout
     err = err or sys.stderr
     c = correlator or Correlator()
+    j = judge or FleetJudge(max_tasks=c.max_tasks)
     findings: list[Finding] = []
+    judged: list[ServiceFinding] = []
     unreadable = False
     for path in paths:
         lines = good = bad = spans = 0
@@ -127,6 +141,7 @@ def analyze_files(
                         good += 1
                     found = c.feed(batch)
                     findings.extend(found)
+                    judged.extend(j.feed(batch.acts, 0.0, batch.self_judging))
                     if timeline is not None and doc is not None:
                         timeline.add(doc, batch.beliefs, found)
             finally:
@@ -148,15 +163,23 @@ def analyze_files(
             unreadable = True
         elif bad:
             print(f"otel-a2a analyze: {path}: skipped {bad} unreadable line(s)", file=err)
+    judged.extend(j.flush())
     for finding in findings:
         print(json.dumps(finding_json(finding)) if as_json else render_finding(finding), file=out)
+    for service_finding in judged:  # in span-time order
+        print(
+            json.dumps(service_finding_json(service_finding))
+            if as_json
+            else render_service_finding(service_finding),
+            file=out,
+        )
     s = c.stats
     print(
         f"otel-a2a analyze: {s.spans} spans, {s.beliefs} task beliefs, {c.tasks} tasks, "
         f"{len(findings)} findings ({s.findings_dropped} more dropped by the bounds), "
-        f"{s.errors} malformed line(s) or span(s) skipped",
+        f"{s.errors} malformed line(s) or span(s) skipped; {summary(j)}",
         file=err,
     )
     if unreadable:
         return 2
-    return 1 if findings else 0
+    return 1 if findings or judged else 0

@@ -61,8 +61,27 @@ _AUTHORITATIVE = (sc.AUTHORITATIVE, LEGACY_AUTHORITATIVE)
 _DECISIONS = (sc.LIVENESS_DECISION, LEGACY_DECISION)
 _REASONS = (sc.DIVERGENCE_REASON, LEGACY_DIVERGENCE_REASON)
 
+# what the fleet judge reads besides (otel_a2a.analyze.fleet): where a request went, how the
+# state was spelt, whether it failed, a card's etag and heartbeat, an explicit decision's
+JUDGE_KEYS = (
+    sc.AGENT_URL,
+    sc.SERVER_ADDRESS,
+    sc.SERVER_PORT,
+    sc.PROTOCOL_VERSION,
+    sc.BINDING,
+    sc.ERROR_TYPE,
+    sc.ERROR_REASON,
+    sc.ASSUMED_STATE,
+)
+CARD_KEYS = frozenset((sc.CARD_ETAG, sc.CARD_HEARTBEAT))
+
 # every key a reading looks at (a decoder may keep only these), and those that name a task
-KEYS = frozenset((*_TASK_IDS, *_STATES, *_OPERATIONS, *_AGENTS, *_AUTHORITATIVE))
+KEYS = (
+    frozenset(
+        (*_TASK_IDS, *_STATES, *_OPERATIONS, *_AGENTS, *_AUTHORITATIVE, *_DECISIONS, *JUDGE_KEYS)
+    )
+    | CARD_KEYS
+)
 TASK_KEYS = frozenset(_TASK_IDS)
 
 # span events that carry one belief each (a streamed status, the task a reply answered instead)
@@ -101,6 +120,16 @@ def method_name(spelling: str) -> str:
     if op is None and spelling == Operation.GET_AGENT_CARD.value:
         op = Operation.GET_AGENT_CARD
     return op.value if op is not None else spelling
+
+
+def task_id(attrs: Mapping[str, object]) -> str:
+    """The task ``attrs`` name, in whichever dialect (what :func:`read` gives, read alone)."""
+    return _first_text(attrs, _TASK_IDS)
+
+
+def decision(attrs: Mapping[str, object]) -> bool:
+    """Whether ``attrs`` mark a liveness decision (what :func:`read` gives, read alone)."""
+    return any(attrs.get(key) is True for key in _DECISIONS)
 
 
 def read(attrs: Mapping[str, object]) -> Reading:

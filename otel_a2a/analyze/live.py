@@ -2,10 +2,12 @@
 
 An OTLP/HTTP export body (``application/json``, OTLP JSON, or ``application/x-protobuf``, an
 ``ExportTraceServiceRequest`` read field by field; gzip allowed) is inflated within a bound,
-decoded and fed to the :class:`Correlator`. Findings go
-to a callback and are counted on ``otel_a2a.divergence`` (reason, operation, agent name) of a
-private SDK meter provider, served for Prometheus when a metrics port is given. The HTTP side
-is :mod:`otel_a2a.analyze.receiver`.
+decoded and fed to the :class:`Correlator` and, when given one, to the
+:class:`~otel_a2a.analyze.fleet.FleetJudge` (the invariant judged per service from spans; a
+ticker thread judges what waited its hold out when no request comes). Findings go to a
+callback and are counted on ``otel_a2a.divergence`` (reason, operation, agent name, and the
+service judged for the judge's) of a private SDK meter provider, served for Prometheus when a
+metrics port is given. The HTTP side is :mod:`otel_a2a.analyze.receiver`.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from otel_a2a import semconv as sc
 from otel_a2a.analyze.correlate import Correlator
+from otel_a2a.analyze.fleet import FleetJudge, ServiceFinding
 from otel_a2a.analyze.model import Batch, Finding
 from otel_a2a.analyze.otlp import normalize_id, parse_request
 from otel_a2a.analyze.otlp_protobuf import parse_message
@@ -32,6 +36,10 @@ JSON = "application/json"
 PROTOBUF = "application/x-protobuf"
 # ``error.type`` on ``a2a.instrumentation.errors`` of a finding the correlator's bounds dropped
 FINDING_DROPPED = "finding_dropped"
+# ``error.type`` of a span act that arrived after a later act of its service and task was judged
+LATE_SPAN = "late_span"
+TICK = 0.5  # seconds between the ticker's looks at acts whose hold ended
+AnyFinding = Finding | ServiceFinding
 
 
 class BadRequest(ValueError):
@@ -120,8 +128,9 @@ class LiveAnalyzer:
     def __init__(
         self,
         correlator: Correlator,
-        on_finding: Callable[[Finding], None] | None = None,
+        on_finding: Callable[[AnyFinding], None] | None = None,
         *,
+        judge: FleetJudge | None = None,
         dump: IO[str] | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
@@ -130,12 +139,17 @@ class LiveAnalyzer:
         from opentelemetry.sdk.metrics import MeterProvider
 
         self.correlator = correlator
+        self.judge = judge
         self.requests = 0
         self._on_finding = on_finding
         self._on_request = on_request  # the live page: each request with what it found
         self._dump = dump
         self._lock = threading.Lock()
         self._labels = sc.AgentLabels()
+        self._services = sc.AgentLabels()  # the same cap, for the services judged
+        self._stopping = threading.Event()
+        self._late_seen = 0  # the judge's late acts already counted
+        self._ticker: threading.Thread | None = None
         self._metrics_server: Any = None
         self.metrics_port: int | None = None
         readers = []
@@ -170,9 +184,51 @@ class LiveAnalyzer:
         live page draws them."""
         return self._dump is not None or self._on_request is not None
 
+    def start_ticking(self, interval: float = TICK) -> None:
+        """Judge acts whose hold ended every ``interval`` seconds, requests or not."""
+        if self.judge is None or self._ticker is not None:
+            return
+        self._ticker = threading.Thread(
+            target=self._tick_loop, args=(interval,), name="otel-a2a-judge", daemon=True
+        )
+        self._ticker.start()
+
+    def _tick_loop(self, interval: float) -> None:
+        while not self._stopping.wait(interval):
+            self.tick(time.monotonic())
+
+    def tick(self, now: float) -> list[AnyFinding]:
+        """Judge (and report) what waited its hold out by ``now``."""
+        if self.judge is None:
+            return []
+        with self._lock:
+            found = self._judged(self.judge.tick(now))
+        self.report(found)
+        return found
+
+    def _judged(self, found: Sequence[ServiceFinding]) -> list[AnyFinding]:
+        """Count the judge's findings (caller holds the lock) and its late acts."""
+        judge = self.judge
+        assert judge is not None
+        late = judge.stats.late
+        self._count(LATE_SPAN, late - self._late_seen)
+        self._late_seen = late
+        for f in found:
+            attrs = {
+                sc.DIVERGENCE_REASON: f.reason.value,
+                sc.OPERATION: f.operation if f.operation in _OPERATIONS else sc.OTHER,
+                sc.SERVICE_LABEL: self._services(f.service),
+            }
+            if f.agent_name or f.agent:
+                attrs[sc.AGENT_LABEL] = self._labels(
+                    f.agent_name or f.agent, address=not f.agent_name
+                )
+            self._counter.add(1, attrs)
+        return list(found)
+
     def ingest(
         self, batch: Batch, doc: dict[str, Any] | None = None, *, report: bool = True
-    ) -> list[Finding]:
+    ) -> list[AnyFinding]:
         """Analyse one export request's batch (and dump its OTLP JSON form ``doc``, when
         dumping). The findings go to ``on_finding`` now, or with ``report=False`` when the
         caller calls :meth:`report` (the receiver: on a thread of its own, before answering)."""
@@ -195,15 +251,20 @@ class LiveAnalyzer:
                 self._counter.add(1, attrs)
             if self._on_request is not None and doc is not None:
                 self._on_request(doc, batch, findings)
+            judged: list[AnyFinding] = []
+            if self.judge is not None:
+                acts = self.judge.feed(batch.acts, time.monotonic(), batch.self_judging)
+                judged = self._judged(acts)
+        found: list[AnyFinding] = [*findings, *judged]
         if report:
-            self.report(findings)
-        return findings
+            self.report(found)
+        return found
 
     def _count(self, error_type: str, n: int) -> None:
         if n:
             self._errors.add(n, {sc.ERROR_TYPE: error_type})
 
-    def report(self, findings: list[Finding]) -> None:
+    def report(self, findings: Sequence[AnyFinding]) -> None:
         """Hand findings to ``on_finding``, outside every lock: a stdout nobody reads blocks
         the requests that found something, not the analysis of every other one."""
         on_finding = self._on_finding
@@ -216,6 +277,16 @@ class LiveAnalyzer:
                 _log.exception("finding callback failed")
 
     def close(self) -> None:
+        """Stop ticking and judge every act still waiting (reported), then stop serving
+        metrics."""
+        self._stopping.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
+        if self.judge is not None:
+            with self._lock:
+                found = self._judged(self.judge.flush())
+            self.report(found)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

@@ -9,10 +9,11 @@ both beliefs as evidence.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from otel_a2a.detect.verdict import DivergenceReason
-from otel_a2a.protocol.states import TaskState
+from otel_a2a.protocol.states import StateReading, TaskState
 
 NANOS = 1_000_000_000
 
@@ -50,13 +51,40 @@ class SpanLink(NamedTuple):
     parent_span_id: str
 
 
+class Act(NamedTuple):
+    """One thing a service did about a task, read from a span: observed, decided, fetched a
+    card. ``at_ns`` orders it (Unix nanoseconds of span time); ``born_ns`` is the span's start;
+    ``known_ns`` when it shows the task existed: its span's end (the reply named the task), or
+    its status event's time."""
+
+    at_ns: int
+    kind: str
+    service: str
+    task_id: str
+    agent: str  # the agent's URL, '' when the span names none
+    agent_name: str
+    operation: str
+    reading: StateReading | None
+    etag: str | None
+    heartbeat: float | None
+    assumes_live: bool
+    explicit: bool  # a decision marked so (no follow-up rule needed)
+    born_ns: int
+    known_ns: int
+    span_id: str
+    trace_id: str
+
+
 class Batch(NamedTuple):
-    """What one OTLP export request (or one file line) contributes."""
+    """What one OTLP export request (or one file line) contributes: beliefs and links for the
+    correlator, acts and the services that judge themselves for the fleet judge."""
 
     beliefs: list[Belief]
     links: list[SpanLink]
     spans: int
     errors: int
+    acts: Sequence[Act] = ()
+    self_judging: frozenset[str] = frozenset()
 
 
 class Finding(NamedTuple):

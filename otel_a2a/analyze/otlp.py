@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from otel_a2a.analyze import dialects
-from otel_a2a.analyze.model import Batch, Belief, SpanLink
+from otel_a2a.analyze import dialects, fleet
+from otel_a2a.analyze.model import Act, Batch, Belief, SpanLink
 from otel_a2a.protocol.states import TaskState
 
 SERVICE_NAME = "service.name"
@@ -193,7 +193,10 @@ def span_beliefs(
     return beliefs
 
 
-def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
+def _span(
+    span: Mapping[str, Any], service: str, self_judging: bool
+) -> tuple[list[Belief], list[Act], bool]:
+    """The beliefs and acts of one span, and whether it shows its service judging itself."""
     start = _nanos(span.get("startTimeUnixNano"))
     if start is None:
         raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
@@ -206,17 +209,26 @@ def _span_beliefs(span: Mapping[str, Any], service: str) -> list[Belief]:
         for event in _list(span.get("events"))
         if isinstance(event, Mapping)
     ]
-    return span_beliefs(
+    attrs = attributes(span.get("attributes"))
+    end = _nanos(span.get("endTimeUnixNano"))
+    span_id = normalize_id(span.get("spanId"), 8)
+    trace_id = normalize_id(span.get("traceId"), 16)
+    beliefs = span_beliefs(
         service,
-        attributes(span.get("attributes")),
+        attrs,
         start,
-        _nanos(span.get("endTimeUnixNano")),
+        end,
         _text(span.get("name")),
-        normalize_id(span.get("spanId"), 8),
-        normalize_id(span.get("traceId"), 16),
+        span_id,
+        trace_id,
         normalize_id(span.get("parentSpanId"), 8),
         events,
     )
+    self_judging = self_judging or fleet.judges_itself("", attrs)
+    acts = fleet.span_acts(
+        service, self_judging, span.get("kind"), attrs, start, end, events, span_id, trace_id
+    )
+    return beliefs, acts, self_judging
 
 
 def service_of(resource_attrs: Mapping[str, Any]) -> str:
@@ -236,6 +248,8 @@ def parse_request(doc: object) -> Batch:
     """Beliefs and parent links of one ``ExportTraceServiceRequest`` in OTLP JSON form."""
     beliefs: list[Belief] = []
     links: list[SpanLink] = []
+    acts: list[Act] = []
+    self_judging: set[str] = set()
     spans = errors = 0
     if not isinstance(doc, Mapping):
         return Batch(beliefs, links, 0, 1)
@@ -252,6 +266,10 @@ def parse_request(doc: object) -> Batch:
             if not isinstance(scope_spans, Mapping):
                 errors += 1
                 continue
+            scope = scope_spans.get("scope")
+            ours = fleet.judges_itself(
+                _text(scope.get("name")) if isinstance(scope, Mapping) else "", {}
+            )
             for span in _list(scope_spans.get("spans")):
                 spans += 1
                 if not isinstance(span, Mapping):
@@ -263,10 +281,14 @@ def parse_request(doc: object) -> Batch:
                     parent = normalize_id(span.get("parentSpanId"), 8)
                     if trace_id and span_id and parent:
                         links.append(SpanLink(trace_id, span_id, parent))
-                    beliefs.extend(_span_beliefs(span, service))
+                    said, did, judging = _span(span, service, ours or service in self_judging)
+                    beliefs.extend(said)
+                    acts.extend(did)
+                    if judging:
+                        self_judging.add(service)
                 except Exception:  # never raise on input, whatever its shape
                     errors += 1
-    return Batch(beliefs, links, spans, errors)
+    return Batch(beliefs, links, spans, errors, acts, frozenset(self_judging))
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Batch]:

@@ -17,7 +17,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from otel_a2a.analyze.model import Batch, Belief, SpanLink
+from otel_a2a.analyze import fleet
+from otel_a2a.analyze.dialects import CARD_KEYS
+from otel_a2a.analyze.model import Act, Batch, Belief, SpanLink
 from otel_a2a.analyze.otlp import (
     BELIEF_KEYS,
     TASK_KEYS,
@@ -25,6 +27,9 @@ from otel_a2a.analyze.otlp import (
     service_of,
     span_beliefs,
 )
+
+_READ_KEYS = TASK_KEYS | CARD_KEYS  # a span with none of these (and no events) gives no belief
+
 
 _MAX_TEXT = 256
 
@@ -63,10 +68,13 @@ def parse_message(message: Any) -> Batch:
     """Beliefs and parent links of one decoded ``ExportTraceServiceRequest``."""
     beliefs: list[Belief] = []
     links: list[SpanLink] = []
+    acts: list[Act] = []
+    self_judging: set[str] = set()
     spans = errors = 0
     for resource_spans in message.resource_spans:
         service = service_of(_scalars(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
+            ours = fleet.judges_itself(scope_spans.scope.name, {})
             for span in scope_spans.spans:
                 spans += 1
                 try:
@@ -81,23 +89,35 @@ def parse_message(message: Any) -> Batch:
                     if not start:
                         errors += 1  # no start time: counted, skipped
                         continue
+                    if ours:
+                        self_judging.add(service)
                     attrs = _scalars(span.attributes)
                     events = span.events
-                    if not events and TASK_KEYS.isdisjoint(attrs):
-                        continue  # names no task: its link is all it gives
+                    if not events and _READ_KEYS.isdisjoint(attrs):
+                        continue  # names no task, fetched no card: its link is all it gives
+                    end = span.end_time_unix_nano or None
+                    read = _events(events) if events else ()
                     beliefs.extend(
                         span_beliefs(
                             service,
                             attrs,
                             start,
-                            span.end_time_unix_nano or None,
+                            end,
                             span.name[:_MAX_TEXT],
                             span_id,
                             trace_id,
                             parent,
-                            _events(events) if events else (),
+                            read,
+                        )
+                    )
+                    judging = ours or service in self_judging or fleet.judges_itself("", attrs)
+                    if judging:
+                        self_judging.add(service)
+                    acts.extend(
+                        fleet.span_acts(
+                            service, judging, span.kind, attrs, start, end, read, span_id, trace_id
                         )
                     )
                 except Exception:  # never raise on input, whatever its shape
                     errors += 1
-    return Batch(beliefs, links, spans, errors)
+    return Batch(beliefs, links, spans, errors, acts, frozenset(self_judging))

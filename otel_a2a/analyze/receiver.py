@@ -54,6 +54,7 @@ import h11
 
 from otel_a2a.analyze import budget
 from otel_a2a.analyze.correlate import Correlator
+from otel_a2a.analyze.fleet import FleetJudge, FleetJudgeOptions, ServiceFinding, summary
 from otel_a2a.analyze.live import (
     PROTOBUF,
     BadRequest,
@@ -454,16 +455,17 @@ def serve(
     grace: float = 1.0,
     ui_port: int | None = None,
     ui_host: str = "127.0.0.1",
+    judge: FleetJudgeOptions | None = None,
 ) -> int:
     """Run until SIGINT/SIGTERM, printing findings as they happen; the ``detector`` command.
     With ``ui_port``, the live timeline page (:mod:`otel_a2a.analyze.ui`) too."""
     import signal
     import sys
 
-    from otel_a2a.analyze.model import finding_json, render_finding
+    from otel_a2a.analyze.fleet import any_finding_json, render_any_finding
 
-    def emit(finding: Finding) -> None:
-        line = json.dumps(finding_json(finding)) if as_json else render_finding(finding)
+    def emit(finding: Finding | ServiceFinding) -> None:
+        line = json.dumps(any_finding_json(finding)) if as_json else render_any_finding(finding)
         print(line, flush=True)
 
     stop = threading.Event()
@@ -489,9 +491,17 @@ def serve(
         correlator = Correlator(
             max_tasks=max_tasks, max_bytes=shares.tasks, max_link_bytes=shares.links, grace=grace
         )
+        options = judge or FleetJudgeOptions()
         analyzer = LiveAnalyzer(
             correlator,
             emit,
+            judge=FleetJudge(
+                max_tasks=max_tasks,
+                default_heartbeat=options.default_heartbeat,
+                heartbeat_overrides=options.heartbeat_overrides,
+                hold=options.hold,
+                max_bytes=shares.tasks // 8,
+            ),
             dump=dump,
             metrics_port=metrics_port,
             metrics_host=host,
@@ -519,6 +529,7 @@ def serve(
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         receiver.start()
+        analyzer.start_ticking()
         if ui is not None:
             ui.start()
         print(
@@ -555,7 +566,7 @@ def serve(
         f"otel-a2a detector: stopped after {analyzer.requests} requests, {stats.spans} spans, "
         f"{stats.beliefs} task beliefs, {stats.findings} findings "
         f"({stats.findings_dropped} more dropped by the bounds), {stats.tasks_evicted} tasks "
-        f"evicted, {stats.errors} malformed span(s) skipped",
+        f"evicted, {stats.errors} malformed span(s) skipped; {summary(analyzer.judge)}",
         file=sys.stderr,
         flush=True,
     )

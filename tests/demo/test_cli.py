@@ -23,7 +23,7 @@ def test_the_command_takes_the_demo_options(capsys: pytest.CaptureFixture[str]) 
     assert out.startswith("usage: python -m demo ")
     for option in ("--variant", "--binding", "--no-streaming", "--real-timings", "--keep"):
         assert option in out
-    assert "{restart,spelling,both,healthy,forget,redeploy}" in out
+    assert "{restart,spelling,both,healthy,forget,redeploy,follow-up}" in out
     assert "--gateway {python,go}" in out
     with pytest.raises(SystemExit) as exit_info:
         main(["--heartbeat", "0"])

@@ -11,6 +11,10 @@ and the others each in a trace of its own. The orchestrator exports to one tier-
 the gateway and the auditor to the other. The agents hold each answer until all three
 services asked (a barrier), so the beliefs overlap in time and the detector's findings are
 fixed in advance: ``renormalized_state`` and ``cross_runtime_conflict`` per task pair.
+Beside them a fourth service without otel-a2a, a Go router (its OpenTelemetry A2A convention
+spans posted by the test as OTLP JSON with explicit times, all in one trace, its observations
+to one tier-1 collector and its decisions to the other), is judged by the fleet judge: its
+findings (``heartbeat_gap``, ``terminal_state``, ``no_observation``) are fixed in advance too.
 
 Proven: every span naming a task reaches one shard only, all of a task's spans the same
 shard, with the trace ids it was emitted with; both shards hold tasks; and the findings of
@@ -26,6 +30,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.pipeline import (
@@ -49,6 +55,7 @@ from tests.support.pipeline import (
 from tests.support.prom import poll
 
 CLIENT = Path(__file__).with_name("fanout_client.py")
+S = 1_000_000_000
 DEADLINE = 60.0
 SERVICES = ("orchestrator", "gateway", "auditor")
 # The wire state each service's view of the agent answers, per kind of task.
@@ -80,6 +87,18 @@ EXPECTED = {
 TASKS = [f"{kind}-{n}" for n in range(5) for kind in VIEWS]
 TRACE_1 = "0af7651916cd43dd8448eb211c80319c"  # the orchestrator's request, joined by the auditor
 TRACE_2 = "4bf92f3577b34da6a3ce929d0e0e4736"  # the gateway's batch job
+TRACE_3 = "5b8efff798038103d269b633813fc60c"  # the Go router's: every one of its tasks
+ROUTER = "go-router"  # no otel-a2a in it: judged by the detectors from its spans
+# Its tasks: (what its GetTask said, or None: never asked; seconds from it to its CancelTask),
+# and what one detector must find, judging the default heartbeat of 30 s.
+ROUTED = {
+    "route-0": ("TASK_STATE_WORKING", 1.0, None),
+    "route-1": ("TASK_STATE_WORKING", 1.0, None),
+    "route-2": ("TASK_STATE_WORKING", 60.0, "heartbeat_gap"),
+    "route-3": ("TASK_STATE_WORKING", 60.0, "heartbeat_gap"),
+    "route-4": ("TASK_STATE_COMPLETED", 1.0, "terminal_state"),
+    "route-5": (None, 1.0, "no_observation"),
+}
 
 
 def _traceparent(trace_id: str) -> str:
@@ -159,6 +178,54 @@ def _client_env(service: str, front_http: int) -> dict[str, str]:
         OTEL_BSP_SCHEDULE_DELAY="100",
     )
     return env
+
+
+def _router_spans(decisions: bool) -> dict[str, Any]:
+    """The Go router's GetTask spans (or its CancelTask spans) as one OTLP JSON request: the
+    convention's client spans (kind CLIENT), as ``go/otela2a`` makes them, ten minutes ago."""
+    t0 = (time.time_ns() // 1_000_000_000 - 600) * 1_000_000_000
+    out = []
+    for n, (task, (state, gap, _)) in enumerate(ROUTED.items()):
+        if decisions:
+            method, start, attrs = "CancelTask", t0 + n * S + int(gap * S), []
+        elif state is None:
+            continue
+        else:
+            method, start = "GetTask", t0 + n * S
+            attrs = [{"key": "a2a.task.state", "value": {"stringValue": state}}]
+        attrs += [
+            {"key": "a2a.method.name", "value": {"stringValue": method}},
+            {"key": "a2a.task.id", "value": {"stringValue": task}},
+            {"key": "a2a.protocol.version", "value": {"stringValue": "1.0"}},
+            {"key": "server.address", "value": {"stringValue": "worker.internal"}},
+            {"key": "server.port", "value": {"intValue": "9000"}},
+        ]
+        out.append(
+            {
+                "traceId": TRACE_3,
+                "spanId": f"{(2 if decisions else 1) << 56 | n:016x}",
+                "name": method,
+                "kind": 3,
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(start + S // 100),
+                "attributes": attrs,
+            }
+        )
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": ROUTER}}]}
+    scope = {"name": "github.com/otel-a2a/otel-a2a/go/otela2a", "version": "0.1.0"}
+    return {
+        "resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": out}]}]
+    }
+
+
+def _post_router_spans(fronts: list[int]) -> None:
+    """Observations to one tier-1 collector, then decisions to the other: both reach a task's
+    shard by different paths (the detectors' hold puts them back in span-time order)."""
+    for front, decisions in ((fronts[1], False), (fronts[0], True)):
+        reply = httpx.post(
+            f"http://{addr(front)}/v1/traces", json=_router_spans(decisions), timeout=10.0
+        )
+        assert reply.status_code == 200, reply.text
 
 
 def _task_spans(det: Detector) -> dict[str, tuple[str, str]]:
@@ -251,7 +318,12 @@ def _run_traffic(tmp: Path, front_overrides: dict[str, object]) -> Iterator[Run]
                     client.kill()
                     client.wait()
 
-        total = len(SERVICES) * len(TASKS)
+        _post_router_spans(fronts)
+        total = (
+            len(SERVICES) * len(TASKS)
+            + len(ROUTED)
+            + sum(state is not None for state, _, _ in ROUTED.values())
+        )
         shards, reference = detectors[:2], detectors[2]
         poll(
             lambda: (
@@ -288,7 +360,7 @@ def test_the_workload_mixes_tasks_services_and_traces(shipped: Run) -> None:
     for request in shipped.reference.requests():
         for resource, span in spans(request):
             task = attribute(span, "a2a.task.id")
-            if task:
+            if task and resource["service.name"] != ROUTER:
                 by_trace[span["traceId"]].add(task)
                 services[task].add(resource["service.name"])
     assert by_trace[TRACE_1] == set(TASKS)  # one trace naming every task, two services in it
@@ -301,7 +373,8 @@ def test_every_span_naming_a_task_reaches_that_tasks_shard_with_its_own_trace_id
     shipped: Run,
 ) -> None:
     reference = _task_spans(shipped.reference)
-    assert len(reference) == len(SERVICES) * len(TASKS)
+    routed = len(ROUTED) + sum(state is not None for state, _, _ in ROUTED.values())
+    assert len(reference) == len(SERVICES) * len(TASKS) + routed
     per_shard = [_task_spans(d) for d in shipped.shards]
     assert not set(per_shard[0]) & set(per_shard[1]), "a span reached both shards"
     assert {**per_shard[0], **per_shard[1]} == reference  # every span, its trace id restored
@@ -314,6 +387,8 @@ def test_two_shards_find_what_one_detector_finds(shipped: Run) -> None:
     single = _finding_keys(shipped.reference.findings())
     expected = Counter(
         (reason, task, pair) for task in TASKS for reason, pair in EXPECTED[task.split("-")[0]]
+    ) + Counter(
+        (reason, task, (ROUTER,)) for task, (_, _, reason) in ROUTED.items() if reason is not None
     )
     assert single == expected
     sharded = _finding_keys(shipped.shards[0].findings()) + _finding_keys(

@@ -115,7 +115,8 @@ class Detector:
                 yield json.loads(line)
 
 
-def detector(name: str, port: int, metrics_port: int, log_dir: Path) -> Detector:
+def detector(name: str, port: int, metrics_port: int, log_dir: Path, *flags: str) -> Detector:
+    """An ``otel-a2a detector`` started with ``flags`` too (``--default-heartbeat 1``, ...)."""
     dump = log_dir / f"{name}.jsonl"
     argv = [
         sys.executable,
@@ -129,6 +130,7 @@ def detector(name: str, port: int, metrics_port: int, log_dir: Path) -> Detector
         "--json",
         "--dump",
         str(dump),
+        *flags,
     ]
     service = Service(
         name, argv, log_dir / f"{name}.log", f"http://{addr(metrics_port)}/metrics"
