@@ -108,7 +108,7 @@ class Reading(NamedTuple):
 def _first_text(attrs: Mapping[str, object], keys: tuple[str, ...]) -> str:
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, str) and value:
+        if value.__class__ is str and value:
             return value[:_MAX_TEXT]
     return ""
 
@@ -116,10 +116,14 @@ def _first_text(attrs: Mapping[str, object], keys: tuple[str, ...]) -> str:
 def method_name(spelling: str) -> str:
     """The v1.0 method name of a method spelling (``message/send`` -> ``SendMessage``); an
     unknown spelling is kept as it is (the metric turns it into ``_OTHER``)."""
-    op = JSONRPC_METHODS.get(spelling)
-    if op is None and spelling == Operation.GET_AGENT_CARD.value:
-        op = Operation.GET_AGENT_CARD
-    return op.value if op is not None else spelling
+    return _METHOD_NAMES.get(spelling, spelling)
+
+
+# every spelling a method is known by, to its v1.0 name: one lookup per span
+_METHOD_NAMES = {
+    **{spelling: op.value for spelling, op in JSONRPC_METHODS.items()},
+    Operation.GET_AGENT_CARD.value: Operation.GET_AGENT_CARD.value,
+}
 
 
 def task_id(attrs: Mapping[str, object]) -> str:
@@ -133,16 +137,24 @@ def decision(attrs: Mapping[str, object]) -> bool:
 
 
 def read(attrs: Mapping[str, object]) -> Reading:
-    """One reading of ``attrs`` in whichever dialect it is spelt."""
+    """One reading of ``attrs`` in whichever dialect it is spelt. Hot: the detector reads
+    every span it receives, so each key is looked up once, the convention's first."""
+    get = attrs.get
     raw = _first_text(attrs, _STATES)
-    return Reading(
-        task_id=_first_text(attrs, _TASK_IDS),
-        state=(normalize_task_state(raw), raw) if raw else None,
-        authoritative=any(attrs.get(key) is True for key in _AUTHORITATIVE),
-        operation=method_name(_first_text(attrs, _OPERATIONS)),
-        agent_name=_first_text(attrs, _AGENTS),
-        decision=any(attrs.get(key) is True for key in _DECISIONS),
+    return _new(
+        Reading,
+        (
+            _first_text(attrs, _TASK_IDS),
+            (normalize_task_state(raw), raw) if raw else None,
+            get(_AUTHORITATIVE[0]) is True or get(_AUTHORITATIVE[1]) is True,
+            _METHOD_NAMES.get(op := _first_text(attrs, _OPERATIONS), op),
+            _first_text(attrs, _AGENTS),
+            get(_DECISIONS[0]) is True or get(_DECISIONS[1]) is True,
+        ),
     )
+
+
+_new = tuple.__new__  # a named tuple's generated ``__new__`` costs a µs per span
 
 
 def divergence_reason(attrs: Mapping[str, object]) -> str:
