@@ -303,4 +303,7 @@ class HttpExchange(Exchange):
             if self.binding == _JSONRPC:
                 self.set(sc.RPC_RESPONSE_STATUS_CODE, str(code))
             return str(code), description
-        return (str(status) if status >= 400 else sc.ERROR_TYPE_OTHER), description
+        if status >= 400:
+            return str(status), description
+        # an HTTP+JSON error inside a stream answered 200: the status its body gives
+        return (str(code) if code is not None else sc.ERROR_TYPE_OTHER), description

@@ -107,7 +107,10 @@ def test_v03_rest_in_snake_case_is_observed(otel: Harness, go_peer: str) -> None
     stream = otel.span("SendStreamingMessage")
     span = attrs(stream)
     assert (span["a2a.task.id"], span["gen_ai.conversation.id"]) == (task_id, context_id)
-    assert (span["a2a.task.state"], span["otel_a2a.task.state.raw"]) == ("completed", "completed")
+    assert (span["a2a.task.state"], span["otel_a2a.task.state.raw"]) == (
+        "TASK_STATE_COMPLETED",
+        "completed",
+    )
     assert (span["a2a.protocol.version"], span["otel_a2a.binding"]) == ("0.3", "HTTP+JSON")
     assert status_events(stream) == [
         (task_id, "working", "working"),
