@@ -137,17 +137,18 @@ _MESSAGE_IDS = _fields(
 )
 # a push config, where ``protocol.push`` looks for one (a create's, a send's configuration's)
 _PUSH_CONFIG = _fields(url=_ANY, token=_ANY)
-_PUSH_KEYS = {
-    key: _PUSH_CONFIG
-    for key in (
-        "taskPushNotificationConfig",
-        "task_push_notification_config",
-        "pushNotificationConfig",
-        "push_notification_config",
-        "pushNotification",
-        "push_notification",
-    )
-}
+# where a request holds a push config: ``taskPushNotificationConfig`` (SendMessage) or the
+# config itself (Create), v0.3 ``pushNotificationConfig`` (JSON-RPC) / ``pushNotification``
+# (proto JSON); proto field names are accepted as ProtoJSON demands
+PUSH_CONFIG_KEYS = (
+    "taskPushNotificationConfig",
+    "task_push_notification_config",
+    "pushNotificationConfig",
+    "push_notification_config",
+    "pushNotification",
+    "push_notification",
+)
+_PUSH_KEYS = dict.fromkeys(PUSH_CONFIG_KEYS, _PUSH_CONFIG)
 _PUSH_HOLDER = {
     "url": _ANY,
     "token": _ANY,

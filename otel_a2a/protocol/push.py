@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from otel_a2a.protocol._util import header, parse_json
+from otel_a2a.protocol._util import PUSH_CONFIG_KEYS, header, parse_json
 from otel_a2a.protocol.extract import UNRECOGNIZED, extract_from_prefixes, extract_stream_payload
 from otel_a2a.protocol.model import A2ARequest, Binding, Operation, PushTarget, ResponseFacts
 
@@ -30,18 +30,8 @@ _MAX_URL = 2048
 _MAX_TOKEN = 4096
 _MAX_DEPTH = 3
 # where a push config sits in a request, every version and spelling: v1.0
-# ``taskPushNotificationConfig`` (SendMessage) or the config itself (Create), v0.3
-# ``pushNotificationConfig`` (JSON-RPC) / ``pushNotification`` (proto JSON), its REST
-# ``config.pushNotificationConfig``; proto field names are accepted as ProtoJSON demands
-_CONFIG_KEYS = (
-    "taskPushNotificationConfig",
-    "task_push_notification_config",
-    "pushNotificationConfig",
-    "push_notification_config",
-    "pushNotification",
-    "push_notification",
-    "config",
-)
+# the keys of _util's, and the v0.3 REST ``config.pushNotificationConfig``
+_CONFIG_KEYS = (*PUSH_CONFIG_KEYS, "config")
 _STREAM_KEYS = frozenset({"task", "statusUpdate", "artifactUpdate", "message"})
 _PUSH = Operation.SUBSCRIBE_TO_TASK  # a delivery reads as one frame of a subscription
 _V1 = A2ARequest(_PUSH, Binding.HTTP_JSON, "1.0")

@@ -21,15 +21,7 @@ import pytest
 
 from demo.model import Timings
 from tests.e2e.test_incident import _assert_ok, _report, _run
-from tests.support.pipeline import (
-    OTELCOL,
-    SINGLE,
-    addr,
-    collector,
-    detector,
-    free_ports,
-    require_tool,
-)
+from tests.support.pipeline import collector_to_detector
 from tests.support.python_worker import poll
 
 pytestmark = [pytest.mark.go, pytest.mark.jvm]
@@ -42,29 +34,14 @@ def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The shipped collector config on the built collector, its traces going to an
     ``otel-a2a detector --json``; the demo's processes export to it over OTLP/HTTP (the JVM
     worker's OpenTelemetry SDK ships the HTTP sender only)."""
-    require_tool(OTELCOL)
-    grpc, http, prom, health, det_port, det_metrics = free_ports(6)
-    det = detector(
-        "detector", det_port, det_metrics, tmp_path, "--default-heartbeat", f"{HEARTBEAT:g}"
-    )
-    started = [det.service]
-    try:
-        overrides = {
-            "receivers::otlp::protocols::grpc::endpoint": addr(grpc),
-            "receivers::otlp::protocols::http::endpoint": addr(http),
-            "exporters::prometheus::endpoint": addr(prom),
-            "exporters::otlphttp/detector::endpoint": det.endpoint,
-            "service::pipelines::traces::exporters": ["otlphttp/detector"],
-        }
-        started.append(collector("collector", SINGLE, overrides, health, tmp_path))
-        for service in started:
-            service.wait_ready()
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{addr(http)}")
+    with collector_to_detector(tmp_path, "--default-heartbeat", f"{HEARTBEAT:g}") as (
+        det,
+        _,
+        http,
+    ):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", http)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         yield det
-    finally:
-        for service in reversed(started):
-            service.stop()
 
 
 def test_the_gateways_follow_up_on_the_rehydrated_task_is_caught(pipeline: Any) -> None:

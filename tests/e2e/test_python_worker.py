@@ -28,17 +28,7 @@ from demo.scenario import ScenarioResult
 from otel_a2a import semconv as sc
 from tests.e2e.test_incident import _assert_ok, _report, _run
 from tests.support import in_ci
-from tests.support.pipeline import (
-    OTELCOL,
-    SINGLE,
-    addr,
-    attribute,
-    collector,
-    detector,
-    free_ports,
-    require_tool,
-    spans,
-)
+from tests.support.pipeline import attribute, collector_to_detector, spans
 from tests.support.python_worker import REPO, poll
 
 GO = pytest.mark.go
@@ -143,26 +133,9 @@ def test_a_healthy_run_gives_no_divergence_and_no_finding() -> None:
 def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The shipped collector config on the built collector, its traces going to an
     ``otel-a2a detector`` that dumps what it receives; the demo's processes export to it."""
-    require_tool(OTELCOL)
-    grpc, http, prom, health, det_port, det_metrics = free_ports(6)
-    det = detector("detector", det_port, det_metrics, tmp_path)
-    started = [det.service]
-    try:
-        overrides = {
-            "receivers::otlp::protocols::grpc::endpoint": addr(grpc),
-            "receivers::otlp::protocols::http::endpoint": addr(http),
-            "exporters::prometheus::endpoint": addr(prom),
-            "exporters::otlphttp/detector::endpoint": det.endpoint,
-            "service::pipelines::traces::exporters": ["otlphttp/detector"],
-        }
-        started.append(collector("collector", SINGLE, overrides, health, tmp_path))
-        for service in started:
-            service.wait_ready()
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{addr(grpc)}")
+    with collector_to_detector(tmp_path) as (det, grpc, _):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", grpc)
         yield det
-    finally:
-        for service in reversed(started):
-            service.stop()
 
 
 def test_both_sides_reach_the_detector_through_the_collector(pipeline: Any) -> None:

@@ -8,6 +8,7 @@ tests run exactly what `make stack` runs. Under ``CI=true`` a missing tool fails
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import re
@@ -136,6 +137,32 @@ def detector(name: str, port: int, metrics_port: int, log_dir: Path, *flags: str
         name, argv, log_dir / f"{name}.log", f"http://{addr(metrics_port)}/metrics"
     ).start()
     return Detector(service, port, dump)
+
+
+@contextlib.contextmanager
+def collector_to_detector(tmp_path: Path, *flags: str) -> Iterator[tuple[Detector, str, str]]:
+    """The shipped collector config on the built collector, its traces going to an
+    ``otel-a2a detector`` (started with ``flags``); yields the detector and the collector's
+    OTLP/gRPC and OTLP/HTTP endpoints (``http://host:port``)."""
+    require_tool(OTELCOL)
+    grpc, http, prom, health, det_port, det_metrics = free_ports(6)
+    det = detector("detector", det_port, det_metrics, tmp_path, *flags)
+    started = [det.service]
+    try:
+        overrides = {
+            "receivers::otlp::protocols::grpc::endpoint": addr(grpc),
+            "receivers::otlp::protocols::http::endpoint": addr(http),
+            "exporters::prometheus::endpoint": addr(prom),
+            "exporters::otlphttp/detector::endpoint": det.endpoint,
+            "service::pipelines::traces::exporters": ["otlphttp/detector"],
+        }
+        started.append(collector("collector", SINGLE, overrides, health, tmp_path))
+        for service in started:
+            service.wait_ready()
+        yield det, f"http://{addr(grpc)}", f"http://{addr(http)}"
+    finally:
+        for service in reversed(started):
+            service.stop()
 
 
 def spans(request: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
