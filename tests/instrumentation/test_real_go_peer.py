@@ -113,8 +113,8 @@ def test_v03_rest_in_snake_case_is_observed(otel: Harness, go_peer: str) -> None
     )
     assert (span["a2a.protocol.version"], span["otel_a2a.binding"]) == ("0.3", "HTTP+JSON")
     assert status_events(stream) == [
-        (task_id, "working", "working"),
-        (task_id, "completed", "completed"),
+        (task_id, "TASK_STATE_WORKING", "working"),
+        (task_id, "TASK_STATE_COMPLETED", "completed"),
     ]
     get = attrs(otel.span("GetTask"))
     assert (get["a2a.task.id"], get["gen_ai.conversation.id"]) == (task_id, context_id)
