@@ -253,6 +253,24 @@ def _act(
 _new = tuple.__new__  # a named tuple's generated ``__new__`` costs a µs per span
 
 
+def note_known(
+    known: dict[str, int], attrs: Mapping[str, object], start: int, end: int | None
+) -> None:
+    """A span of a service that judges itself: all it gives the judge is that its task existed
+    by the span's end, and of a batch's spans only the earliest per task counts (one act per
+    task instead of one per span: most spans a detector gets are of such services)."""
+    task_id = dialects.task_id(attrs)
+    if task_id:
+        at = start if end is None or end < start else end
+        if at < known.get(task_id, at + 1):
+            known[task_id] = at
+
+
+def seen_acts(known: Mapping[str, int]) -> list[Act]:
+    """The acts :func:`note_known` gathered (as :func:`span_acts` gives them, one per task)."""
+    return [_act(SEEN, at, "", task_id, at, at, "", "") for task_id, at in known.items()]
+
+
 class ServiceFinding(NamedTuple):
     """A divergence of one service's decision or observation, judged from its spans."""
 

@@ -197,9 +197,10 @@ def span_beliefs(
 
 
 def _span(
-    span: Mapping[str, Any], service: str, self_judging: bool
+    span: Mapping[str, Any], service: str, self_judging: bool, known: dict[str, int]
 ) -> tuple[list[Belief], list[Act], bool]:
-    """The beliefs and acts of one span, and whether it shows its service judging itself."""
+    """The beliefs and acts of one span, and whether it shows its service judging itself (its
+    task then goes to ``known``: see :func:`~otel_a2a.analyze.fleet.note_known`)."""
     start = _nanos(span.get("startTimeUnixNano"))
     if start is None:
         raise ValueError("span without a readable startTimeUnixNano")  # counted, skipped
@@ -227,11 +228,13 @@ def _span(
         normalize_id(span.get("parentSpanId"), 8),
         events,
     )
-    self_judging = self_judging or fleet.judges_itself("", attrs)
+    if self_judging or fleet.judges_itself("", attrs):
+        fleet.note_known(known, attrs, start, end)
+        return beliefs, [], True
     acts = fleet.span_acts(
-        service, self_judging, span.get("kind"), attrs, start, end, events, span_id, trace_id
+        service, False, span.get("kind"), attrs, start, end, events, span_id, trace_id
     )
-    return beliefs, acts, self_judging
+    return beliefs, acts, False
 
 
 def service_of(resource_attrs: Mapping[str, Any]) -> str:
@@ -252,6 +255,7 @@ def parse_request(doc: object) -> Batch:
     beliefs: list[Belief] = []
     links: list[SpanLink] = []
     acts: list[Act] = []
+    known: dict[str, int] = {}  # tasks of services judging themselves: when first known
     self_judging: set[str] = set()
     spans = errors = 0
     if not isinstance(doc, Mapping):
@@ -284,13 +288,16 @@ def parse_request(doc: object) -> Batch:
                     parent = normalize_id(span.get("parentSpanId"), 8)
                     if trace_id and span_id and parent:
                         links.append(SpanLink(trace_id, span_id, parent))
-                    said, did, judging = _span(span, service, ours or service in self_judging)
+                    said, did, judging = _span(
+                        span, service, ours or service in self_judging, known
+                    )
                     beliefs.extend(said)
                     acts.extend(did)
                     if judging:
                         self_judging.add(service)
                 except Exception:  # never raise on input, whatever its shape
                     errors += 1
+    acts.extend(fleet.seen_acts(known))
     return Batch(beliefs, links, spans, errors, acts, frozenset(self_judging))
 
 

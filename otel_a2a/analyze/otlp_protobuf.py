@@ -70,6 +70,7 @@ def parse_message(message: Any) -> Batch:
     beliefs: list[Belief] = []
     links: list[SpanLink] = []
     acts: list[Act] = []
+    known: dict[str, int] = {}  # tasks of services judging themselves: when first known
     self_judging: set[str] = set()
     spans = errors = 0
     for resource_spans in message.resource_spans:
@@ -111,14 +112,16 @@ def parse_message(message: Any) -> Batch:
                             read,
                         )
                     )
-                    judging = ours or service in self_judging or fleet.judges_itself("", attrs)
-                    if judging:
+                    if ours or service in self_judging or fleet.judges_itself("", attrs):
                         self_judging.add(service)
+                        fleet.note_known(known, attrs, start, end)
+                        continue
                     acts.extend(
                         fleet.span_acts(
-                            service, judging, span.kind, attrs, start, end, read, span_id, trace_id
+                            service, False, span.kind, attrs, start, end, read, span_id, trace_id
                         )
                     )
                 except Exception:  # never raise on input, whatever its shape
                     errors += 1
+    acts.extend(fleet.seen_acts(known))
     return Batch(beliefs, links, spans, errors, acts, frozenset(self_judging))
