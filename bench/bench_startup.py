@@ -8,7 +8,9 @@ start is ``site`` executing the one ``import`` line of ``otel_a2a.pth``. Two mea
 2. end to end, ``python -c pass`` in fresh subprocesses, interleaved, in two throwaway venvs of
    the same base interpreter: one with no package at all, one holding only ``otel_a2a.pth``
    (with the variable unset the line never imports ``otel_a2a``, so the package itself is not
-   needed). The project's own ``.venv`` is timed too, unset and with ``OTEL_A2A_ENABLED=true``.
+   needed). The project's own ``.venv`` is timed too, unset and with ``OTEL_A2A_ENABLED=true``
+   (``PYTHONPATH`` kept, so that a checkout on it is what runs): ``-c pass``, which never
+   needs the instrumentation, and ``-c "import httpx"``, which does.
 
 Subprocesses share a temporary ``PYTHONPYCACHEPREFIX`` (warmed first), so every variant reads
 compiled bytecode as a deployed service would, and nothing is written into the repository.
@@ -77,9 +79,9 @@ def _site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def _time_ms(python: Path, env: dict[str, str]) -> float:
+def _time_ms(python: Path, env: dict[str, str], code: str = "pass") -> float:
     start = time.perf_counter()
-    subprocess.run([str(python), "-c", "pass"], env=env, check=True)
+    subprocess.run([str(python), "-c", code], env=env, check=True)
     return (time.perf_counter() - start) * 1e3
 
 
@@ -97,30 +99,42 @@ def run() -> list[Row]:
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHON"))}
         env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
-        enabled_env = {**env, "OTEL_A2A_ENABLED": "true"}
+        project_env = {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        enabled_env = {**project_env, "OTEL_A2A_ENABLED": "true"}
         variants: list[tuple[str, Path, dict[str, str]]] = [
             ("none", bare, env),
             ("pth", with_pth, env),
-            ("venv", project, env),
+            ("venv", project, project_env),
         ]
-        probe = "import sys; print('otel_a2a.instrumentation' in sys.modules)"
+        probe = "import sys; print('otel_a2a._autoload' in sys.modules)"
         loaded = subprocess.run(
             [str(project), "-c", probe], env=enabled_env, capture_output=True, text=True
         ).stdout.strip()
         assert loaded == "True", f"OTEL_A2A_ENABLED=true did not load otel_a2a: {loaded!r}"
-        for _, python, variant_env in [*variants, ("on", project, enabled_env)]:
+        # each timed ENABLED_RUNS times, spread over the RUNS rounds
+        spread: list[tuple[str, dict[str, str], str]] = [
+            ("on", enabled_env, "pass"),
+            ("httpx", project_env, "import httpx"),
+            ("httpx on", enabled_env, "import httpx"),
+        ]
+        for _, python, variant_env in variants:
             for _ in range(3):  # warm the bytecode cache and the OS caches
                 _time_ms(python, variant_env)
+        for _, variant_env, code in spread:
+            for _ in range(3):
+                _time_ms(project, variant_env, code)
 
-        results: dict[str, list[float]] = {key: [] for key, _, _ in variants}
-        results["on"] = []
+        results: dict[str, list[float]] = {key: [] for key, _, _ in variants + spread}
         for i in range(RUNS):
             for key, python, variant_env in variants[i % 3 :] + variants[: i % 3]:
                 results[key].append(_time_ms(python, variant_env))
             if i % (RUNS // ENABLED_RUNS) == 0 and len(results["on"]) < ENABLED_RUNS:
-                results["on"].append(_time_ms(project, enabled_env))
+                for key, variant_env, code in spread:
+                    results[key].append(_time_ms(project, variant_env, code))
 
-    none_ms, pth_ms, venv_ms, on_ms = (median(results[k]) for k in ("none", "pth", "venv", "on"))
+    none_ms, pth_ms, venv_ms, on_ms, httpx_ms, httpx_on_ms = (
+        median(results[k]) for k in ("none", "pth", "venv", "on", "httpx", "httpx on")
+    )
     diffs = [p - n for p, n in zip(results["pth"], results["none"], strict=True)]
     return [
         check("startup: otel_a2a.pth line, unset, exact cost (ms)", line_us / 1e3, ".3f", 2.0),
@@ -146,6 +160,13 @@ def run() -> list[Row]:
             f"{on_ms:.1f}",
         ),
         Row("  enabled minus unset, project .venv (ms)", f"{on_ms - venv_ms:.1f}"),
+        Row(
+            f'startup: python -c "import httpx", project .venv, unset (ms, median of '
+            f"{ENABLED_RUNS})",
+            f"{httpx_ms:.1f}",
+        ),
+        Row('startup: python -c "import httpx", OTEL_A2A_ENABLED=true (ms)', f"{httpx_on_ms:.1f}"),
+        Row("  enabled minus unset, with httpx (ms)", f"{httpx_on_ms - httpx_ms:.1f}"),
     ]
 
 

@@ -6,7 +6,9 @@ only to warn), and by the settings: a bad ``OTEL_A2A_ENABLED`` seen by both is s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+TYPE_CHECKING = False  # not typing's, nor collections.abc at run time: the start-up hook's cost
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 _warned: set[tuple[str, str]] = set()
 

@@ -81,7 +81,8 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     once imported (``libraries``). None of them is required: ``instrumentation_dependencies``
     is empty, ``instruments-any`` lists them."""
 
-    _implicit = False  # the current instrumentation is OTEL_A2A_ENABLED's, made at start-up
+    # the current instrumentation is OTEL_A2A_ENABLED's, made by the start-up hook
+    _implicit = False
     # instrument()/uninstrument(), re-entered by instrument()
     _toggle_lock: ClassVar[threading.RLock] = threading.RLock()
     _libraries: ClassVar[OnImport] = OnImport(PATCHES)  # the process's patches
@@ -117,7 +118,7 @@ class A2AInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             # OTEL_A2A_ENABLED (the start-up hook, opentelemetry-instrument's entry point, or
             # code): providers from OTEL_* at the first A2A operation, unless the application
             # has installed its own by then
-            shut_down_after_the_application()
+            shut_down_after_the_application(registered=bool(kwargs.get("at_start")))
             rt.setup_pending = "configure"
         elif not attach_processor(tracer_provider or trace.get_tracer_provider()):
             rt.setup_pending = "attach"

@@ -257,16 +257,18 @@ def _one_retry_warning_per_endpoint() -> None:
         logging.getLogger(name).addFilter(_retry_filter)  # a second add is a no-op
 
 
-def shut_down_after_the_application() -> None:
-    """Register, now (at start-up), the shutdown of the providers configured later: ``atexit``
-    runs what was registered first last, after the application's own exit handlers."""
+def shut_down_after_the_application(registered: bool = False) -> None:
+    """Register, now, the shutdown of the providers configured later: ``atexit`` runs what was
+    registered first last, after the application's own exit handlers. ``registered``: the
+    start-up hook did at interpreter start (``otel_a2a._autoload``), earlier still."""
     global _exit_registered
     if not _exit_registered:
         _exit_registered = True
-        atexit.register(_shutdown_late)
+        if not registered:
+            atexit.register(shut_down_late)
 
 
-def _shutdown_late() -> None:
+def shut_down_late() -> None:
     deadline = time.monotonic() + _EXIT_SECONDS
     while _late_shutdowns:
         share = max(0.0, deadline - time.monotonic()) / len(_late_shutdowns)

@@ -158,6 +158,24 @@ def test_pth_is_installed_and_idempotent() -> None:
     assert "already instrumented" not in done.stderr
 
 
+@pytest.mark.parametrize("library", ["httpx", "httpx2", "grpc", "a2a", "otel_a2a"])
+def test_the_instrumentation_loads_at_the_first_import_of_what_it_serves(library: str) -> None:
+    """A process that never imports them pays the hook alone; importing one starts the
+    instrumentation, and the module keeps its own loader. ``otel_a2a`` itself imports
+    nothing heavy: ``liveness_decision`` reaches ``otel_a2a.instrumentation``."""
+    code = (
+        "import sys; before = 'otel_a2a.instrumentation' in sys.modules\n"
+        f"import {library}\n"
+        "from otel_a2a import A2AInstrumentor, liveness_decision\n"
+        f"loader = type({library}.__spec__.loader).__name__\n"
+        "print(before, A2AInstrumentor().is_instrumented_by_opentelemetry, loader)"
+    )
+    done = _run([sys.executable, "-c", code], _env(OTEL_A2A_ENABLED="true"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "SourceFileLoader"], done.stdout
+    assert done.stderr == ""
+
+
 @pytest.mark.parametrize("value", ["ture", "1", "yes"])
 def test_a_bad_enabled_value_warns_once_and_instruments_nothing(
     python_peer: str, value: str

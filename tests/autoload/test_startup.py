@@ -65,6 +65,21 @@ def test_telemetry_of_the_applications_exit_handlers_is_exported() -> None:
     assert spans == ["GetTask", "CancelTask"]
 
 
+def test_an_exit_handler_registered_before_httpx_is_imported_is_exported_too() -> None:
+    """The instrumentation starts at ``import httpx``; the providers' shutdown was registered
+    at interpreter start all the same, so it still runs after this handler."""
+    code = (
+        f"import atexit, sys; sys.path.insert(0, {str(CASES.parent)!r})\n"
+        "atexit.register(lambda: c._call(c._client(), 'tasks/cancel'))\n"
+        "import startup_cases as c\n"
+        "c.basic()"
+    )
+    done = _run([sys.executable, "-c", code], _env(OTEL_A2A_ENABLED="true"))
+    assert done.returncode == 0, done.stderr
+    spans = [d["name"] for d in _documents(done.stdout) if "context" in d]
+    assert spans == ["A2A GetTask", "A2A CancelTask"]
+
+
 def test_a_failed_sdk_set_up_says_so_and_the_application_goes_on() -> None:
     env = {**_env(OTEL_A2A_ENABLED="true"), "OTEL_TRACES_EXPORTER": "no-such-exporter"}
     report, _, stderr = _case("basic", env)
