@@ -77,7 +77,7 @@ def test_an_exit_handler_registered_before_httpx_is_imported_is_exported_too() -
     done = _run([sys.executable, "-c", code], _env(OTEL_A2A_ENABLED="true"))
     assert done.returncode == 0, done.stderr
     spans = [d["name"] for d in _documents(done.stdout) if "context" in d]
-    assert spans == ["A2A GetTask", "A2A CancelTask"]
+    assert spans == ["GetTask", "CancelTask"]
 
 
 def test_a_failed_sdk_set_up_says_so_and_the_application_goes_on() -> None:
