@@ -95,12 +95,15 @@ class DivergenceSpanProcessor(SpanProcessor):
     (one added by the application as well is harmless: each span is judged once)."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        # every span of the process passes here: otel-a2a's own (judged where they are made)
+        # are told by their scope before their attributes are copied
+        if _ours(span):
+            return
         attrs = _attributes(span)
-        # every span of the process passes here: the common case must cost one lookup
         if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
             return
         rt = runtime.current()
-        if rt is None or _ours(span) or not rt.first_sight("start", span):
+        if rt is None or not rt.first_sight("start", span):
             return
         if not GUARD.enter():  # inside otel-a2a's own work: not judged, counted
             GUARD.defer(functools.partial(rt.error, REENTRANT))
@@ -122,11 +125,13 @@ class DivergenceSpanProcessor(SpanProcessor):
             GUARD.leave()
 
     def on_end(self, span: ReadableSpan) -> None:
+        if _ours(span):
+            return
         attrs = _attributes(span)
         if not attrs or sc.TASK_ID not in attrs:
             return
         rt = runtime.current()
-        if rt is None or _ours(span) or not rt.first_sight("end", span):
+        if rt is None or not rt.first_sight("end", span):
             return
         task_id = attrs.get(sc.TASK_ID)
         if not isinstance(task_id, str):
