@@ -301,6 +301,33 @@ def test_a_pending_config_is_bound_by_its_first_push(otel: Harness) -> None:
     _observed()
 
 
+EARLY = Hook()  # made on import, before the test instruments
+
+
+def test_an_application_made_before_instrument_is_observed(otel: Harness) -> None:
+    _register()
+    _deliver(EARLY.app, "/hook", _payload())
+    assert EARLY.read == [_payload()] and isinstance(EARLY.inputs[0], Input)
+    _observed()
+
+
+def test_a_middleware_that_took_wsgi_app_before_instrument_is_not_observed() -> None:
+    """docs/limits.md: it holds the method as it was."""
+    from otel_a2a.instrumentation import A2AInstrumentor
+
+    hook = Hook()
+    hook.app.wsgi_app = ProxyFix(hook.app.wsgi_app)  # type: ignore[method-assign]
+    instrumentor = A2AInstrumentor()
+    instrumentor.instrument()
+    try:
+        _register()
+        _deliver(hook.app, "/hook", _payload())
+        assert hook.read == [_payload()] and not isinstance(hook.inputs[0], Input)
+        assert _rt().detector.ledger.get("T") is None
+    finally:
+        instrumentor.uninstrument()
+
+
 def test_uninstrument_restores_flask() -> None:
     from otel_a2a.instrumentation import A2AInstrumentor
 
