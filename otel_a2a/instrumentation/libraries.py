@@ -1,8 +1,8 @@
 """Patching each instrumented library as soon as it is imported, and only then.
 
-httpx, httpx2 (Pydantic's continuation of httpx), grpcio and Starlette (the webhooks that
-receive push notifications, ``webhook``), none of them required, are each
-patched at ``instrument()`` if they are imported already, otherwise by an
+httpx, httpx2 (Pydantic's continuation of httpx), grpcio, Starlette and Flask (the webhooks
+that receive push notifications, ``webhook_asgi`` and ``webhook_wsgi``), none of them
+required, are each patched at ``instrument()`` if they are imported already, otherwise by an
 import hook when the application imports them. Nothing here imports any of them, so an
 application that makes ``import httpx`` give httpx2 (``httpx2.alias_httpx()``, which httpx2
 refuses once anything imported httpx) may still do so after ``OTEL_A2A_ENABLED`` instrumented
@@ -67,17 +67,25 @@ def _grpc(module: ModuleType) -> Undo:
 
 
 def _starlette(module: ModuleType) -> Undo:
-    from otel_a2a.instrumentation import webhook
+    from otel_a2a.instrumentation import webhook_asgi
 
-    return webhook.patch(module)
+    return webhook_asgi.patch(module)
 
 
-# module name: its patch; ``starlette.applications`` for the webhooks that receive pushes
+def _flask(module: ModuleType) -> Undo:
+    from otel_a2a.instrumentation import webhook_wsgi
+
+    return webhook_wsgi.patch(module)
+
+
+# module name: its patch; ``starlette.applications`` and ``flask.app`` for the webhooks that
+# receive pushes
 PATCHES: Mapping[str, Patch] = {
     "httpx": _httpx,
     "httpx2": _httpx,
     "grpc": _grpc,
     "starlette.applications": _starlette,
+    "flask.app": _flask,
 }
 
 

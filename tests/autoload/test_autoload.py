@@ -268,9 +268,13 @@ def push_peer() -> Iterator[RunningPeer]:
         peer.stop()
 
 
-def test_enabled_variable_alone_observes_push_deliveries(push_peer: RunningPeer) -> None:
-    """A plain push-only client: its webhook's deliveries are observations, zero code."""
-    argv = [sys.executable, str(SCRIPT.with_name("push_client.py")), push_peer.base_url]
+@pytest.mark.parametrize("webhook", ["starlette", "flask"])
+def test_enabled_variable_alone_observes_push_deliveries(
+    push_peer: RunningPeer, webhook: str
+) -> None:
+    """A plain push-only client: its webhook's deliveries are observations, zero code,
+    whether an ASGI (Starlette) or a WSGI (Flask) application receives them."""
+    argv = [sys.executable, str(SCRIPT.with_name("push_client.py")), push_peer.base_url, webhook]
     done = _run(argv, _env(OTEL_A2A_ENABLED="true"))
     assert done.returncode == 0, done.stderr
     assert "ANSWERED" in done.stdout

@@ -1,4 +1,4 @@
-"""Push deliveries to a Starlette application (``instrumentation.webhook``), driven through
+"""Push deliveries to a Starlette application (``instrumentation.webhook_asgi``), driven through
 the ASGI interface as a server drives it: the application reads every byte unchanged, the
 delivery becomes an observation, and nothing otel-a2a does reaches the application."""
 
