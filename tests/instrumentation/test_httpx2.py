@@ -296,8 +296,8 @@ def test_without_httpx2_only_httpx_is_wrapped() -> None:
         """
     )
     assert seen["wrapped"] == [True, True] and seen["restored"] is True
-    # httpx; grpc and starlette are patched once imported (this interpreter imports neither)
-    assert seen["attached"] == ["httpx", "grpc", "starlette.applications"]
+    # httpx; flask, grpc and starlette are patched once imported (this interpreter imports none)
+    assert seen["attached"] == ["httpx", "flask.app", "grpc", "starlette.applications"]
     assert seen["blocked"] is True
     assert "otel-a2a" not in seen["stderr"]
 
