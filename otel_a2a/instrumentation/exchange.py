@@ -15,7 +15,6 @@ atomic), so a finaliser may end an exchange.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -61,7 +60,6 @@ _MAX_TEMPLATES = 256  # (peer, operation, wire) templates a runtime keeps; clear
 Server = tuple[str, int | None]
 
 
-@functools.lru_cache(maxsize=256)
 def server_of(origin: str) -> Server | None:
     """(``server.address``, ``server.port``) of ``scheme://host[:port]``: the host without
     brackets, the port when written (a scheme's default is not guessed for ``grpc://``)."""
@@ -78,7 +76,7 @@ def server_of(origin: str) -> Server | None:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-TemplateKey = tuple[Peer, str, str | None, str | None, str | None, Server | None]
+TemplateKey = tuple[Peer, str, str | None, str | None, str | None, str]
 
 
 def card_attributes(
@@ -105,7 +103,8 @@ def _template(templates: dict[TemplateKey, Attributes], key: TemplateKey) -> Att
     """The attributes every span of one operation to one peer starts with (the peer as
     resolved under one card generation: a card fetch makes new peers), built once per
     runtime; a request adds its task and context ids."""
-    peer, op, version, binding, jsonrpc_method, server = key
+    peer, op, version, binding, jsonrpc_method, origin = key
+    server = server_of(origin)  # parsed once per template, not per request
     attrs: Attributes = {
         sc.RPC_SYSTEM: sc.RPC_SYSTEM_A2A,
         sc.RPC_METHOD: op,
@@ -178,7 +177,7 @@ class Exchange:
         self._open = [True]  # popped by the one call that ends the exchange
         self._push: Registration | None = None  # a webhook the request registers, no task yet
         templates = rt.templates
-        key = (peer, op, a2a.version, binding, a2a.jsonrpc_method, server_of(origin))
+        key = (peer, op, a2a.version, binding, a2a.jsonrpc_method, origin)
         template = templates.get(key)
         if template is None:
             template = _template(templates, key)
