@@ -13,7 +13,7 @@ from otel_a2a.locks import fork_safe
 
 SCOPE = "otel_a2a"
 # the OpenTelemetry semantic-conventions release whose names the tracer, meter and logger use
-# (rpc.system.name, rpc.response.status_code, server.*, error.type; the A2A convention links it)
+# (rpc.response.status_code, server.*, error.type; the A2A convention links it)
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 
 # Span attributes. OpenTelemetry's A2A convention (semantic-conventions-genai, docs/gen-ai/a2a.md)
@@ -34,8 +34,6 @@ SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 ERROR_TYPE_OTHER = "_OTHER"  # OpenTelemetry's value for an error of no known class
 HTTP_STATUS_CODE = "http.response.status_code"
-RPC_SYSTEM = "rpc.system.name"
-RPC_METHOD = "rpc.method"
 RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
 # otel-a2a's own
 BINDING = "otel_a2a.binding"
@@ -63,10 +61,6 @@ DIVERGENCE_AGE = "otel_a2a.divergence.age"  # seconds from the decision to its r
 ERROR_REASON = "otel_a2a.error.reason"
 ERROR_TASK_STATE = "otel_a2a.error.task_state"  # the state an error reply stated
 
-# the value of ``rpc.system.name`` on otel-a2a's spans (a value of its own: none of the
-# convention's well-known ones names A2A)
-RPC_SYSTEM_A2A = "a2a"
-
 # ``a2a.method.name`` beyond the A2A method names (metrics and log records only): an explicit
 # decision, and a foreign span that names no method
 OP_DECISION = "liveness_decision"
@@ -93,12 +87,6 @@ M_EVICTED = "otel_a2a.task.evicted"
 M_ERRORS = "otel_a2a.instrumentation.errors"
 M_RESOLUTIONS = "otel_a2a.divergence.resolutions"
 M_UNRESOLVED = "otel_a2a.divergence.unresolved"
-
-
-def span_name(method: str) -> str:
-    """The name of otel-a2a's span for one A2A method (or ``OP_DECISION``): the convention's
-    ``{a2a.method.name}``, so ``GetTask``, whatever the binding or protocol version."""
-    return method
 
 
 # seconds; the SDK default buckets are milliseconds-scale and would skew every quantile

@@ -35,7 +35,6 @@ PACKAGE = REPO / "otel_a2a"
 VALUES = {
     "SCOPE",
     "SCHEMA_URL",
-    "RPC_SYSTEM_A2A",
     "OP_DECISION",
     "OP_UNKNOWN",
     "OP_PUSH",
@@ -62,8 +61,6 @@ NOT_ON_SPANS = {
 OTEL_GENERAL = {
     sc.ERROR_TYPE,
     sc.HTTP_STATUS_CODE,
-    sc.RPC_SYSTEM,
-    sc.RPC_METHOD,
     sc.RPC_RESPONSE_STATUS_CODE,
     sc.SERVER_ADDRESS,
     sc.SERVER_PORT,

@@ -44,8 +44,7 @@ class Kind:
     state_class: StateClass
 
 
-# Keyed by the state's *value*: hashing a ``str`` is C code, hashing an ``Enum`` member calls
-# ``Enum.__hash__`` in Python.
+# A ``TaskState`` member hashes and compares as its value (``str``'s hash, in C).
 _KINDS: dict[tuple[str, str, bool, str], Kind] = {}
 _KINDS_LOCK = threading.Lock()
 fork_safe(sys.modules[__name__], "_KINDS_LOCK")
@@ -62,7 +61,7 @@ def _kind(state: TaskState, raw: str, exact: bool, source: str) -> Kind:
     Bounded so that a peer inventing spellings cannot grow it; past the bound a node simply
     holds its own kind.
     """
-    key = (state.value, raw, exact, source)
+    key = (state, raw, exact, source)
     shared = _KINDS.get(key)
     if shared is not None:
         return shared

@@ -79,7 +79,7 @@ class liveness_decision:
             if peer.etag is not None:
                 attributes[sc.CARD_ETAG] = peer.etag
             span = rt.tracer.start_span(
-                sc.span_name(sc.OP_DECISION), kind=SpanKind.INTERNAL, attributes=attributes
+                sc.OP_DECISION, kind=SpanKind.INTERNAL, attributes=attributes
             )
             # this entry's own verdict: another thread may enter the same instance meanwhile
             verdict = rt.decide(

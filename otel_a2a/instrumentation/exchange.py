@@ -19,7 +19,9 @@ import time
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry import context as context_api
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect.webhooks import Registration
@@ -39,6 +41,9 @@ from otel_a2a.protocol.states import TaskState, semconv_state
 Value = str | bool | int | float | tuple[str, ...]
 Attributes = dict[str, Value]
 
+# plain ``str`` values by member (a member is a ``str`` too, but no attribute value: an exporter
+# may print it as ``Operation.GET_TASK``); a lookup skips the Python-level ``.value``
+OP_NAMES: dict[Operation, str] = {op: op.value for op in Operation}
 _GET_TASK = Operation.GET_TASK.value
 _CARD_OPS = frozenset({Operation.GET_AGENT_CARD.value, Operation.GET_EXTENDED_AGENT_CARD.value})
 _DECISION_OPS = frozenset(
@@ -99,6 +104,21 @@ def card_attributes(
     return attrs
 
 
+def state_attributes(attrs: Attributes, reading: StateReading) -> Attributes:
+    """``attrs`` with a state as the convention spells it (``a2a.task.state``) and, when the
+    wire said something else or said it inexactly for its version and binding, that spelling
+    (``otel_a2a.task.state.raw``, as otel-a2a's Go interceptor and server spans record it):
+    an absent spelling is the convention's value, exact. Every state a span shows goes
+    through here, so a later state never leaves an earlier one's spelling behind."""
+    value = semconv_state(reading.state)
+    attrs[sc.TASK_STATE] = value
+    if reading.raw != value or not reading.exact:
+        attrs[sc.TASK_STATE_RAW] = reading.raw
+    else:
+        attrs.pop(sc.TASK_STATE_RAW, None)
+    return attrs
+
+
 def _template(templates: dict[TemplateKey, Attributes], key: TemplateKey) -> Attributes:
     """The attributes every span of one operation to one peer starts with (the peer as
     resolved under one card generation: a card fetch makes new peers), built once per
@@ -106,8 +126,6 @@ def _template(templates: dict[TemplateKey, Attributes], key: TemplateKey) -> Att
     peer, op, version, binding, jsonrpc_method, origin = key
     server = server_of(origin)  # parsed once per template, not per request
     attrs: Attributes = {
-        sc.RPC_SYSTEM: sc.RPC_SYSTEM_A2A,
-        sc.RPC_METHOD: op,
         sc.OPERATION: op,
         sc.AGENT_URL: peer.key,
     }
@@ -115,7 +133,7 @@ def _template(templates: dict[TemplateKey, Attributes], key: TemplateKey) -> Att
         attrs[sc.PROTOCOL_VERSION] = version
     if binding is not None:
         attrs[sc.BINDING] = binding
-    if jsonrpc_method:
+    if jsonrpc_method and jsonrpc_method != op:  # v0.3's ``tasks/get``: what it was called
         attrs[sc.JSONRPC_METHOD] = jsonrpc_method
     if peer.name:
         attrs[sc.AGENT_NAME] = peer.name
@@ -150,6 +168,7 @@ class Exchange:
         "_swapped",
         "_terminal_seen",
         "a2a",
+        "context",
         "op",
         "peer",
         "rt",
@@ -166,7 +185,7 @@ class Exchange:
         self.rt = rt
         self.a2a = a2a
         self.peer = peer
-        self.op = op = a2a.operation.value
+        self.op = op = OP_NAMES[a2a.operation]
         self._attrs: Attributes = {}  # learnt after the start: set once, before the end
         self._stream_tasks: set[str] = set()
         self._streaming = False
@@ -195,7 +214,13 @@ class Exchange:
             attrs[sc.MESSAGE_REFERENCE_TASK_IDS] = a2a.reference_task_ids
         if a2a.tenant:
             attrs[sc.TENANT] = a2a.tenant
-        self.span: Span = rt.tracer.start_span(sc.span_name(op), kind=_CLIENT, attributes=attrs)
+        # the context is read once: the SDK would read it again for the parent, for each
+        # sampler step and for the context the transport makes current during the call
+        parent = context_api.get_current()
+        # named ``{a2a.method.name}`` (the convention's), whatever the binding or version
+        self.span: Span = rt.tracer.start_span(op, parent, kind=_CLIENT, attributes=attrs)
+        # current while the call runs: an inner instrumentation's span is the span's child
+        self.context: Context = set_span_in_context(self.span, parent)
         self._recording = self.span.is_recording()
 
     @property
@@ -274,8 +299,7 @@ class Exchange:
         if streamed:
             self._named_seen = True
         attrs = self._attrs
-        attrs[sc.TASK_STATE] = semconv_state(last.state.state)
-        attrs[sc.TASK_STATE_RAW] = last.state.raw
+        state_attributes(attrs, last.state)  # a later frame's state replaces an earlier one's
         attrs[sc.AUTHORITATIVE] = True
         if named is None:  # a request naming no task: the span is about the one answered
             attrs[sc.TASK_ID] = last.task_id
@@ -299,11 +323,7 @@ class Exchange:
             if self._recording and report.kind == "status-update":
                 self.span.add_event(
                     sc.EVENT_TASK_STATUS,
-                    {
-                        sc.TASK_ID: report.task_id,
-                        sc.TASK_STATE: semconv_state(state),
-                        sc.TASK_STATE_RAW: report.state.raw,
-                    },
+                    state_attributes({sc.TASK_ID: report.task_id}, report.state),
                 )
 
     def _swap(self, report: TaskReport, state: StateReading, named: str) -> None:
@@ -322,12 +342,7 @@ class Exchange:
         if self._recording:
             self.span.add_event(
                 sc.EVENT_TASK_SWAPPED,
-                {
-                    sc.TASK_ID: report.task_id,
-                    sc.TASK_ID_REQUESTED: named,
-                    sc.TASK_STATE: semconv_state(state.state),
-                    sc.TASK_STATE_RAW: state.raw,
-                },
+                state_attributes({sc.TASK_ID: report.task_id, sc.TASK_ID_REQUESTED: named}, state),
             )
 
     def on_error(self, error: A2AError, now: float) -> None:

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import grpc
 import grpc.aio
-from opentelemetry import context, trace
+from opentelemetry import context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from wrapt import ObjectProxy, wrap_function_wrapper
 
@@ -148,7 +148,7 @@ async def _aio_call(
         exchange = _open(rt, origin, details.method, metadata, request, streaming)
     if exchange is None:
         return None, await continuation(details, request)
-    token = context.attach(trace.set_span_in_context(exchange.span))
+    token = context.attach(exchange.context)
     try:
         call = await continuation(details, request)
     except BaseException as exc:
@@ -292,7 +292,7 @@ def _sync_open(
 def _under_span(exchange: GrpcExchange, call: Callable[[], Any]) -> Any:
     """``call()`` with the exchange's span current (an inner instrumentation's span is its
     child); what it raises ends the exchange, then goes on to the application."""
-    token = context.attach(trace.set_span_in_context(exchange.span))
+    token = context.attach(exchange.context)
     try:
         return call()
     except BaseException as exc:
@@ -388,7 +388,7 @@ class SyncStream(ObjectProxy):  # type: ignore[type-arg]
         # span at the first read (opentelemetry-instrumentation-grpc's stream) starts it under
         # ours, and one that leaves its context attached between reads (the same, a generator
         # inside a ``with``) cannot leave it behind once its stream ends
-        token = context.attach(trace.set_span_in_context(exchange.span))
+        token = context.attach(exchange.context)
         try:
             message = next(self.__wrapped__)
         except StopIteration:

@@ -42,6 +42,7 @@ _STREAM_OPS = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSC
 # ETag and Cache-Control, a stream its Content-Type.
 _HEADED_OPS = frozenset({_GET_AGENT_CARD, _GET_EXTENDED_AGENT_CARD}) | _STREAM_OPS
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+_BINDING_NAMES: dict[Binding, str] = {b: b.value for b in Binding}  # see ``OP_NAMES``
 _INFLATE_STEP = 64 * 1024
 
 
@@ -105,7 +106,7 @@ class HttpExchange(Exchange):
         self.url = url
         self.status = 0
         self.headers = NO_HEADERS
-        self.binding = binding = a2a.binding.value
+        self.binding = binding = _BINDING_NAMES[a2a.binding]
         self._buffer: bytearray | None = None
         self._overflow = False
         self._decoder: _Inflater | None = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context, trace
+from opentelemetry import context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from wrapt import wrap_function_wrapper
 
@@ -305,7 +305,7 @@ def send(
         exchange = _open(rt, request, exchange)
     if exchange is None:
         return wrapped(*args, **kwargs)
-    token = context.attach(trace.set_span_in_context(exchange.span))
+    token = context.attach(exchange.context)
     try:
         response = wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -334,7 +334,7 @@ async def async_send(
         exchange = _open(rt, request, exchange)
     if exchange is None:
         return await wrapped(*args, **kwargs)
-    token = context.attach(trace.set_span_in_context(exchange.span))
+    token = context.attach(exchange.context)
     try:
         response = await wrapped(*args, **kwargs)
     except BaseException as exc:

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from otel_a2a import semconv as sc
 from otel_a2a.detect import assumes_live
@@ -59,11 +60,6 @@ def _attributes(span: ReadableSpan) -> Mapping[str, object] | None:
     return attrs
 
 
-def _ours(span: ReadableSpan) -> bool:
-    scope = span.instrumentation_scope
-    return scope is not None and scope.name == sc.SCOPE
-
-
 # A span ended inside otel-a2a's own work in this thread (a generator suspended inside it,
 # collected there: see ``reentry``) is observed at the next drain, at the time it ended.
 # Only the text attributes ``_observe`` reads are kept, bounded: no span is kept alive.
@@ -94,10 +90,24 @@ class DivergenceSpanProcessor(SpanProcessor):
     """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use
     (one added by the application as well is harmless: each span is judged once)."""
 
+    def __init__(self) -> None:
+        self._own_scope: InstrumentationScope | None = None
+
+    def _ours(self, span: ReadableSpan) -> bool:
+        """Whether ``span`` is otel-a2a's own: told by its scope, whose object the SDK shares
+        among the spans of one tracer (remembered, so most spans need no name compared)."""
+        scope = span.instrumentation_scope
+        if scope is self._own_scope:
+            return scope is not None
+        if scope is not None and scope.name == sc.SCOPE:
+            self._own_scope = scope
+            return True
+        return False
+
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         # every span of the process passes here: otel-a2a's own (judged where they are made)
         # are told by their scope before their attributes are copied
-        if _ours(span):
+        if self._ours(span):
             return
         attrs = _attributes(span)
         if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
@@ -125,7 +135,7 @@ class DivergenceSpanProcessor(SpanProcessor):
             GUARD.leave()
 
     def on_end(self, span: ReadableSpan) -> None:
-        if _ours(span):
+        if self._ours(span):
             return
         attrs = _attributes(span)
         if not attrs or sc.TASK_ID not in attrs:

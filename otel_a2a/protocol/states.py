@@ -27,14 +27,16 @@ class TaskState(str, Enum):
     REJECTED = "rejected"
     UNKNOWN = "unknown"
 
-    # Keyed by the value: hashing a member runs Python code, hashing its ``str`` value does not.
+    # A member hashes and compares as its ``str`` value (``str`` precedes ``Enum`` in the
+    # MRO): tables keyed by values take members as they are, without the Python-level
+    # ``.value`` descriptor.
     @property
     def state_class(self) -> StateClass:
-        return _CLASS[self.value]
+        return _CLASS[self]
 
     @property
     def is_terminal(self) -> bool:
-        return self.value in _TERMINAL_VALUES
+        return self in _TERMINAL_VALUES
 
 
 class StateClass(str, Enum):
@@ -65,7 +67,7 @@ _SEMCONV = {
 def semconv_state(state: TaskState) -> str:
     """``state`` as OpenTelemetry's A2A convention spells ``a2a.task.state``: the v1.0 proto
     name (``TASK_STATE_WORKING``; ``UNKNOWN`` is ``TASK_STATE_UNSPECIFIED``)."""
-    return _SEMCONV[state.value]
+    return _SEMCONV[state]
 
 
 class StateReading(NamedTuple):
@@ -201,8 +203,7 @@ def read_state(raw: object, version: str | None, binding: Binding) -> StateReadi
     Cached per (spelling, version, binding): this runs on every response and stream frame.
     """
     if type(raw) is str and len(raw) <= _MAX_RAW:
-        # the binding's value, not the member: hashing an Enum member runs Python code
-        key = (raw, version, binding.value)
+        key = (raw, version, binding)
         reading = _READINGS.get(key)
         if reading is None:
             reading = _read_state(raw, version, binding)

@@ -75,7 +75,7 @@ def check_all(spans: Iterable[ReadableSpan]) -> int:
     checked = 0
     for span in spans:
         scope = span.instrumentation_scope
-        if scope is None or scope.name != sc.SCOPE or span.name == sc.span_name(sc.OP_DECISION):
+        if scope is None or scope.name != sc.SCOPE or span.name == sc.OP_DECISION:
             continue
         assert scope.schema_url == sc.SCHEMA_URL
         check(span)

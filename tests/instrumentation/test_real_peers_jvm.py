@@ -101,8 +101,6 @@ def _card_spans(otel: Harness, base: str, name: str, etag: str, statuses: list[i
     spans = otel.spans("GetAgentCard")
     assert len(spans) == 3 and otel.spans() == spans
     expected = {
-        "rpc.system.name": "a2a",
-        "rpc.method": "GetAgentCard",
         "a2a.method.name": "GetAgentCard",
         "otel_a2a.agent.url": base,
         "server.address": httpx.URL(base).host,

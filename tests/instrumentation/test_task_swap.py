@@ -128,7 +128,6 @@ def test_a_streamed_follow_up_answered_with_a_new_task(otel: Harness, clock: Clo
         "a2a.task.id": "task-b",
         "otel_a2a.task.id.requested": "task-a",
         "a2a.task.state": "TASK_STATE_SUBMITTED",
-        "otel_a2a.task.state.raw": "TASK_STATE_SUBMITTED",
     }
     named = ledger("task-a")
     assert named is not None and named.at == seen_at and named.state.value == "working"
