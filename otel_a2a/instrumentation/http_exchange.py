@@ -126,7 +126,7 @@ class HttpExchange(Exchange):
     def on_response(self, status: int, headers: Mapping[str, str], raw: bool) -> None:
         """Response headers arrived; ``raw`` when we will see the body still content-encoded."""
         self.status = status
-        self.set(sc.HTTP_STATUS_CODE, status)
+        self._attrs[sc.HTTP_STATUS_CODE] = status
         self.headers = headers
         encoding = headers.get("content-encoding") if raw else None  # else httpx decoded it
         if encoding is not None and (encoding := encoding.strip().lower()) not in ("", "identity"):
@@ -145,7 +145,7 @@ class HttpExchange(Exchange):
 
     def feed(self, chunk: bytes) -> None:
         """Raw bytes as the application reads them (stream mode)."""
-        if self.ended or self._overflow or not chunk:
+        if not self._open or self._overflow or not chunk:  # ended, or not observed
             return
         try:
             decoder = self._decoder
@@ -194,7 +194,7 @@ class HttpExchange(Exchange):
 
     def complete(self, body: bytes | None = None) -> None:
         """The whole body was read (``body`` given when httpx read it for the application)."""
-        if self.ended:
+        if not self._open:  # ended
             return
         try:
             if self._sse is not None:

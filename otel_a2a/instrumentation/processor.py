@@ -93,12 +93,10 @@ class DivergenceSpanProcessor(SpanProcessor):
     def __init__(self) -> None:
         self._own_scope: InstrumentationScope | None = None
 
-    def _ours(self, span: ReadableSpan) -> bool:
-        """Whether ``span`` is otel-a2a's own: told by its scope, whose object the SDK shares
-        among the spans of one tracer (remembered, so most spans need no name compared)."""
-        scope = span.instrumentation_scope
-        if scope is self._own_scope:
-            return scope is not None
+    def _ours(self, scope: InstrumentationScope | None) -> bool:
+        """Whether a span of ``scope`` is otel-a2a's own, the scope object not the one
+        remembered: the SDK shares one among the spans of a tracer, so the hooks compare
+        the object first and only other scopes' names are read."""
         if scope is not None and scope.name == sc.SCOPE:
             self._own_scope = scope
             return True
@@ -106,8 +104,9 @@ class DivergenceSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         # every span of the process passes here: otel-a2a's own (judged where they are made)
-        # are told by their scope before their attributes are copied
-        if self._ours(span):
+        # are told by their scope (the remembered object first) before any attribute is read
+        scope = span.instrumentation_scope
+        if (scope is self._own_scope and scope is not None) or self._ours(scope):
             return
         attrs = _attributes(span)
         if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
@@ -135,7 +134,8 @@ class DivergenceSpanProcessor(SpanProcessor):
             GUARD.leave()
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self._ours(span):
+        scope = span.instrumentation_scope
+        if (scope is self._own_scope and scope is not None) or self._ours(scope):
             return
         attrs = _attributes(span)
         if not attrs or sc.TASK_ID not in attrs:
