@@ -71,20 +71,9 @@ def _open(
     try:
         if isinstance(method, bytes):
             method = method.decode("ascii", "replace")
-        a2a = wire.classify_call(method, metadata)
+        a2a = wire.describe_call(method, metadata, request)
         if a2a is None:
             return None
-        op = a2a.operation
-        task_id, context_id = wire.request_ids(op, request)
-        message_id, refs = wire.request_message(op, request)
-        a2a = a2a._replace(
-            task_id=task_id,
-            context_id=context_id,
-            message_id=message_id,
-            reference_task_ids=refs,
-            tenant=wire.request_tenant(request),
-            push=wire.push_target(op, request),
-        )
         exchange = GrpcExchange(rt, a2a, origin, method, streaming)
     except Exception as exc:
         rt.error(exc)

@@ -14,11 +14,12 @@ from typing import Any
 from otel_a2a import semconv as sc
 from otel_a2a.instrumentation.exchange import Exchange
 from otel_a2a.instrumentation.runtime import Runtime
-from otel_a2a.protocol import A2AError, A2ARequest, Operation
+from otel_a2a.protocol import A2AError, A2ARequest, Binding, Operation
 from otel_a2a.protocol import grpc as wire
 from otel_a2a.protocol.card import extended_card
 
 _EXTENDED_CARD = Operation.GET_EXTENDED_AGENT_CARD.value
+_GRPC = Binding.GRPC.value  # every call here is of the gRPC binding
 _OK = 0
 
 
@@ -29,7 +30,7 @@ class GrpcExchange(Exchange):
         self, rt: Runtime, a2a: A2ARequest, origin: str, method: str, streaming: bool
     ) -> None:
         self._code_name = ""
-        super().__init__(rt, a2a, rt.peer(origin + method, origin), a2a.binding.value, origin)
+        super().__init__(rt, a2a, rt.peer(origin + method, origin), _GRPC, origin)
         if streaming:
             self.stream_opened()
 

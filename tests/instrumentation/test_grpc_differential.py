@@ -312,7 +312,7 @@ def test_internal_failures_are_counted_never_raised(
         assert observed > 0
         assert all(s.end_time is not None for s in otel.spans())  # every span ended
 
-        monkeypatch.setattr(wire_module, "classify_call", boom)
+        monkeypatch.setattr(wire_module, "describe_call", boom)
         otel.exporter.clear()
         reply, messages = asyncio.run(aio(target))
         assert reply.id == "ok" and len(messages) == 3

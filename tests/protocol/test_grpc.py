@@ -200,3 +200,56 @@ def test_request_message_and_tenant_v1_and_v03() -> None:
     assert wire.request_message(Operation.SEND_STREAMING_MESSAGE, old) == ("m2", ())
     assert wire.request_tenant(old) is None
     assert wire.request_message(Operation.GET_TASK, v1.GetTaskRequest(id="t")) == (None, ())
+
+
+@pytest.mark.parametrize(
+    ("method", "metadata", "request_message"),
+    [
+        (
+            "/lf.a2a.v1.A2AService/SendMessage",
+            [("a2a-version", "1.0")],
+            v1.SendMessageRequest(
+                message=v1.Message(
+                    message_id="m1", task_id="t1", context_id="c1", reference_task_ids=["r1"]
+                ),
+                tenant="acme",
+            ),
+        ),
+        ("/lf.a2a.v1.A2AService/GetTask", [("a2a-version", "1.0")], v1.GetTaskRequest(id="t2")),
+        (
+            "/a2a.v1.A2AService/CreateTaskPushNotificationConfig",
+            (),
+            v03.CreateTaskPushNotificationConfigRequest(
+                parent="tasks/t3",
+                config=v03.TaskPushNotificationConfig(
+                    push_notification_config=v03.PushNotificationConfig(
+                        url="http://hook/", token="s"
+                    )
+                ),
+            ),
+        ),
+    ],
+)
+def test_describe_call_is_classify_call_with_the_request_fields(
+    method: str, metadata: list[tuple[str, str]], request_message: object
+) -> None:
+    """``describe_call`` builds the request positionally (no ``_replace``): it must be what
+    the named fields would give."""
+    base = wire.classify_call(method, metadata)
+    assert base is not None
+    op = base.operation
+    (task_id, context_id), (message_id, refs) = (
+        wire.request_ids(op, request_message),
+        wire.request_message(op, request_message),
+    )
+    expected = base._replace(
+        task_id=task_id,
+        context_id=context_id,
+        message_id=message_id,
+        reference_task_ids=refs,
+        tenant=wire.request_tenant(request_message),
+        push=wire.push_target(op, request_message),
+    )
+    assert wire.describe_call(method, metadata, request_message) == expected
+    assert expected.task_id is not None  # each case names its task
+    assert wire.describe_call("/grpc.health.v1.Health/Check", (), request_message) is None
