@@ -90,8 +90,7 @@ def _begin(rt: runtime.Runtime, lib: Library, request: Request) -> HttpExchange 
         except Exception as exc:
             rt.error(exc)
             return None
-        # only A2A traffic decides about providers (nothing pending: no call to ask)
-        if a2a is None or (rt.setup_pending is not None and late_setup.due(rt)):
+        if a2a is None or late_setup.due(rt):  # only A2A traffic decides about providers
             return a2a
         return _start(rt, url, path, a2a)
     finally:

@@ -86,17 +86,20 @@ def _put_aside(rt: runtime.Runtime, task_id: str, attrs: Mapping[str, object]) -
     GUARD.defer(functools.partial(observe, rt, task_id, kept, time.monotonic()))
 
 
+_NOT_SEEN = object()
+
+
 class DivergenceSpanProcessor(SpanProcessor):
     """Add it to an SDK ``TracerProvider``; otel-a2a adds one itself to the provider in use
     (one added by the application as well is harmless: each span is judged once)."""
 
     def __init__(self) -> None:
-        self._own_scope: InstrumentationScope | None = None
+        # otel-a2a's scope object once seen (the SDK shares one among the spans of a tracer):
+        # the hooks compare it first, so only other scopes' names are read
+        self._own_scope: object = _NOT_SEEN
 
     def _ours(self, scope: InstrumentationScope | None) -> bool:
-        """Whether a span of ``scope`` is otel-a2a's own, the scope object not the one
-        remembered: the SDK shares one among the spans of a tracer, so the hooks compare
-        the object first and only other scopes' names are read."""
+        """Whether a span of ``scope`` (not the one remembered) is otel-a2a's own."""
         if scope is not None and scope.name == sc.SCOPE:
             self._own_scope = scope
             return True
@@ -106,7 +109,7 @@ class DivergenceSpanProcessor(SpanProcessor):
         # every span of the process passes here: otel-a2a's own (judged where they are made)
         # are told by their scope (the remembered object first) before any attribute is read
         scope = span.instrumentation_scope
-        if (scope is self._own_scope and scope is not None) or self._ours(scope):
+        if scope is self._own_scope or self._ours(scope):
             return
         attrs = _attributes(span)
         if not attrs or attrs.get(sc.LIVENESS_DECISION) is not True:
@@ -135,7 +138,7 @@ class DivergenceSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         scope = span.instrumentation_scope
-        if (scope is self._own_scope and scope is not None) or self._ours(scope):
+        if scope is self._own_scope or self._ours(scope):
             return
         attrs = _attributes(span)
         if not attrs or sc.TASK_ID not in attrs:

@@ -47,19 +47,14 @@ _MAX_LIST_ENTRIES = 1000  # ListTasks entries observed from one reply; a page is
 _MAX_DETAILS = 16  # status details read from one error
 
 
-def classify_call(method: str, metadata: Iterable[tuple[str, Any]] | None) -> A2ARequest | None:
-    """The A2A operation of a gRPC method path, or None for any other method. The version is
-    the ``a2a-version`` metadata's (Major.Minor), absent meaning ``0.3`` as the spec says."""
-    found = _operation(method, metadata)
-    return None if found is None else A2ARequest(found[0], _GRPC, found[1])
-
-
 def describe_call(
     method: str, metadata: Iterable[tuple[str, Any]] | None, request: object
 ) -> A2ARequest | None:
-    """:func:`classify_call` with what the request message says (its task, context and message
-    ids, referenced tasks, tenant, push config), built in one step: a named tuple's
-    ``_replace`` costs a microsecond on every call."""
+    """The A2A request of a gRPC call, or None for any other method: the operation of its
+    method path, the version of its ``a2a-version`` metadata (Major.Minor, absent meaning
+    ``0.3`` as the spec says), and what the request message says (its task, context and
+    message ids, referenced tasks, tenant, push config). Built as a tuple in one step: the
+    named tuple's generated ``__new__`` or ``_replace`` costs a microsecond on every call."""
     found = _operation(method, metadata)
     if found is None:
         return None
@@ -67,21 +62,10 @@ def describe_call(
     task_id, context_id = request_ids(op, request)
     message_id, refs = request_message(op, request)
     tenant, push = request_tenant(request), push_target(op, request)
-    fields = (
-        op,
-        _GRPC,
-        version,
-        None,
-        task_id,
-        context_id,
-        "",
-        None,
-        message_id,
-        refs,
-        tenant,
-        push,
+    return _new(
+        A2ARequest,
+        (op, _GRPC, version, None, task_id, context_id, "", None, message_id, refs, tenant, push),
     )
-    return _new(A2ARequest, fields)
 
 
 _new = tuple.__new__

@@ -11,25 +11,25 @@ from google.rpc import error_details_pb2, status_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_a2a.protocol import A2ARequest, Operation, TaskState
+from otel_a2a.protocol import A2ARequest, Binding, Operation, TaskState
 from otel_a2a.protocol import grpc as wire
 
 V1_GET = "/lf.a2a.v1.A2AService/GetTask"
 
 
-def test_classify_call_version_from_metadata_absent_means_0_3() -> None:
-    req = wire.classify_call(V1_GET, [("a2a-version", "1.0.2")])
+def test_describe_call_version_from_metadata_absent_means_0_3() -> None:
+    req = wire.describe_call(V1_GET, [("a2a-version", "1.0.2")], None)
     assert req is not None and (req.operation, req.binding.value, req.version) == (
         Operation.GET_TASK,
         "GRPC",
         "1.0",
     )
-    absent = wire.classify_call(V1_GET, None)
+    absent = wire.describe_call(V1_GET, None, None)
     assert absent is not None and absent.version == "0.3"
-    old = wire.classify_call("/a2a.v1.A2AService/TaskSubscription", ())
+    old = wire.describe_call("/a2a.v1.A2AService/TaskSubscription", (), None)
     assert old is not None and old.operation is Operation.SUBSCRIBE_TO_TASK
-    assert wire.classify_call("/grpc.health.v1.Health/Check", ()) is None
-    assert wire.classify_call("/lf.a2a.v1.A2AService/NoSuchMethod", ()) is None
+    assert wire.describe_call("/grpc.health.v1.Health/Check", (), None) is None
+    assert wire.describe_call("/lf.a2a.v1.A2AService/NoSuchMethod", (), None) is None
 
 
 def test_request_ids_v1_and_v03() -> None:
@@ -105,7 +105,7 @@ def _details(reason: str) -> tuple[tuple[str, bytes], ...]:
 
 
 def _request(method: str = "GetTask", task_id: str | None = "t1") -> A2ARequest:
-    req = wire.classify_call(f"/lf.a2a.v1.A2AService/{method}", [("a2a-version", "1.0")])
+    req = wire.describe_call(f"/lf.a2a.v1.A2AService/{method}", [("a2a-version", "1.0")], None)
     assert req is not None
     return req._replace(task_id=task_id)
 
@@ -230,19 +230,18 @@ def test_request_message_and_tenant_v1_and_v03() -> None:
         ),
     ],
 )
-def test_describe_call_is_classify_call_with_the_request_fields(
+def test_describe_call_is_the_request_its_fields_name(
     method: str, metadata: list[tuple[str, str]], request_message: object
 ) -> None:
-    """``describe_call`` builds the request positionally (no ``_replace``): it must be what
-    the named fields would give."""
-    base = wire.classify_call(method, metadata)
-    assert base is not None
-    op = base.operation
-    (task_id, context_id), (message_id, refs) = (
-        wire.request_ids(op, request_message),
-        wire.request_message(op, request_message),
-    )
-    expected = base._replace(
+    """``describe_call`` builds the request positionally (a tuple, for speed): it must be the
+    request the named fields give, each read by its own function."""
+    op = wire.GRPC_METHODS[method.rsplit("/", 1)[1]]
+    task_id, context_id = wire.request_ids(op, request_message)
+    message_id, refs = wire.request_message(op, request_message)
+    expected = A2ARequest(
+        operation=op,
+        binding=Binding.GRPC,
+        version="1.0" if metadata else "0.3",
         task_id=task_id,
         context_id=context_id,
         message_id=message_id,
