@@ -503,14 +503,16 @@ def test_subscribe_to_slow_task_then_cancel(
     slow, first, rest = seen["slow"], seen["first"], seen["rest"]
     assert first.HasField("task") and first.task.id == slow.id
     assert canonical(seen["canceled"].status.state) == "canceled"
-    assert [canonical(e.status_update.status.state) for e in rest] == ["canceled"]
+    states = [canonical(e.status_update.status.state) for e in rest]
+    # a peer may send its ``working`` after the subscription's snapshot (seen once from the
+    # a2a-go peer on a loaded machine): the peer's own timing, passed on as it came
+    assert states[-1] == "canceled" and set(states[:-1]) <= {"working"}
 
     span = otel.span("SubscribeToTask")
     assert attrs(span) == task_attrs(agent, mode, "SubscribeToTask", slow, "canceled")
     assert status_events(span) == streamed_updates(mode, [first, *rest])
-    assert [e.name for e in span.events] == [
-        "otel_a2a.task.status"
-    ]  # no divergence, no abnormal end
+    assert [e.name for e in span.events] == ["otel_a2a.task.status"] * len(states)
+    # one per streamed update: no divergence, no abnormal end
     cancel = otel.span("CancelTask")
     assert attrs(cancel) == task_attrs(agent, mode, "CancelTask", slow, "canceled", decision=True)
     assert divergences(cancel) == []
