@@ -27,6 +27,7 @@ from otel_a2a.protocol.states import StateClass, TaskState
 ERROR_REPLY = "error-reply"  # the source of observations read from error replies
 _UNKNOWN = TaskState.UNKNOWN
 _TERMINAL = StateClass.TERMINAL
+_ACTIVE = StateClass.ACTIVE
 
 
 class AgentView(Protocol):
@@ -150,7 +151,8 @@ class Detector:
                 ledger.touch(report.task_id, now)
                 continue
             state = reading.state
-            terminal = state.is_terminal
+            cls = state.state_class
+            terminal = cls is _TERMINAL
             if (
                 reading.exact
                 and reading.mapped
@@ -168,7 +170,8 @@ class Detector:
                 now,
                 etag,
                 op,
-                stamp if terminal else None,  # kept to tell late frames; parsed only then
+                # kept where order matters (a state owing no heartbeat); parsed only then
+                None if cls is _ACTIVE else stamp,
             )
             prev = ledger.observe(obs, None if terminal else stamp)
             if prev is LATE:  # older than what the ledger holds: no transition to judge,

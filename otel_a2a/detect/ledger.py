@@ -79,7 +79,8 @@ class Observation:
     when no card is known); ``source`` the operation that carried it (``error-reply`` for the
     state an error reply stated, ``raw`` then being what it said). ``stamp`` is the
     agent's own status timestamp as sent (parsed only when a frame looks late), kept for terminal
-    observations only: it is what tells a late stream frame from a real terminal regression.
+    and interrupted observations only: it is what tells a late frame or reply from a real
+    change of state where the order matters (neither owes a heartbeat, an active state does).
 
     The instance doubles as the ledger's list node (two private link slots), which is what
     keeps a tracked task small. Treat it as immutable once given to ``TaskLedger.observe``;
@@ -184,14 +185,28 @@ _TERMINAL = StateClass.TERMINAL  # a global read is cheaper than an enum attribu
 LATE = Observation("", "", TaskState.UNKNOWN, "", False, 0.0, None, "late frame")
 
 
-def _late(held: Observation, sent_at: str) -> bool:
-    if held.stamp is None or held._kind.state_class is not _TERMINAL:
-        return False
-    stamp, held_stamp = parse_timestamp(sent_at), parse_timestamp(held.stamp)
-    return stamp is not None and held_stamp is not None and stamp <= held_stamp
-
-
 _INTERRUPTED = StateClass.INTERRUPTED
+
+
+_SUBMITTED = TaskState.SUBMITTED
+
+
+def _late(held: Observation, state: TaskState, sent_at: str | None) -> bool:
+    """Whether a report of ``state``, which the agent stamped ``sent_at`` (None: unstamped;
+    always None for a terminal report), was sent before ``held``, the task's observation:
+    a frame or reply overtaken on its way. Either the agent's stamps say so, against a
+    terminal state held (stamped no later than it: the end is the last word) or an
+    interrupted one (stamped before it: a poll reading it again at its very time is taken),
+    or it says ``submitted``, a task's first state, after another (a ``returnImmediately``
+    reply read after the push saying the task waits for input), unless the stamps say it
+    came after."""
+    if sent_at is not None and held.stamp is not None:
+        stamp, held_stamp = parse_timestamp(sent_at), parse_timestamp(held.stamp)
+        if stamp is not None and held_stamp is not None:
+            if held._kind.state_class is _TERMINAL:
+                return stamp <= held_stamp
+            return stamp < held_stamp
+    return state is _SUBMITTED and held._kind.state is not _SUBMITTED
 
 
 def _add(counts: dict[str, int], key: str, delta: int) -> None:
@@ -315,9 +330,11 @@ class TaskLedger:
 
         Nothing is recorded and :data:`LATE` is returned for an observation older than the
         one held: taken before it (``at``) and recorded after it by another thread, it must not
-        replace newer state or a newer card etag. Likewise when ``sent_at``, the agent's
-        timestamp of a non-terminal report, is no later than that of the terminal state held:
-        a late frame (emitted before the end, read after it). Judged under the lock, so no
+        replace newer state or a newer card etag. Likewise for a late frame or reply (sent
+        before the state held, read after it; see ``_late``): ``sent_at``, the agent's
+        timestamp of a non-terminal report, no later than that of the terminal state held or
+        earlier than that of the interrupted state held, or ``submitted`` after another
+        state. Judged under the lock, so no
         observation can land between the check and the update. (A stream's frames move the
         held ``at`` forward: a state read a moment before such a frame is left to the stream,
         which carries the task's status updates.)
@@ -330,7 +347,10 @@ class TaskLedger:
             prev = index.get(node.task_id)
             if prev is not None and (
                 node.at < prev.at
-                or (sent_at is not None and prev.stamp is not None and _late(prev, sent_at))
+                or (
+                    (kind.state is _SUBMITTED or (sent_at is not None and prev.stamp is not None))
+                    and _late(prev, kind.state, sent_at)
+                )
             ):
                 return LATE
             if prev is not None:

@@ -277,9 +277,7 @@ class SqliteLedger:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(_GET, (obs.task_id,)).fetchone()
             prev = None if row is None else _obs(row)
-            if prev is not None and (
-                obs.at < prev.at or (sent_at is not None and _late(prev, sent_at))
-            ):
+            if prev is not None and (obs.at < prev.at or _late(prev, obs._kind.state, sent_at)):
                 conn.execute("ROLLBACK")
                 return LATE
             evicted = 0 if prev is not None else self._make_room(conn)

@@ -329,6 +329,33 @@ def test_late_frames_are_not_regressions(
     assert observation is not None and observation.state is held
 
 
+@pytest.mark.parametrize(
+    ("late", "stamp"),
+    [
+        ("TASK_STATE_SUBMITTED", None),  # the returnImmediately reply (a2a-sdk: unstamped)
+        ("TASK_STATE_SUBMITTED", "2026-12-02T15:00:00.100Z"),
+        ("TASK_STATE_WORKING", "2026-12-02T15:00:00.100Z"),  # a frame sent before the push
+    ],
+)
+def test_a_report_overtaken_by_a_push_keeps_the_task_waiting_for_input(
+    late: str, stamp: str | None
+) -> None:
+    """The push that says the task waits for input is read before a report sent before it
+    (two threads, or two connections): the report changes nothing, and a decision long after
+    is no ``heartbeat_gap``. An unstamped ``working`` is judged by arrival."""
+    det = detector()
+    agent = det.agent(AGENT)
+    waits = _stamped("t1", "TASK_STATE_INPUT_REQUIRED", "2026-12-02T15:00:00.200Z")
+    assert det.on_reports(agent, [waits], "push", 1.0) == []
+    assert det.on_reports(agent, [_stamped("t1", late, stamp)], Operation.SEND_MESSAGE, 1.1) == []
+    held = det.ledger.get("t1")
+    assert held is not None and held.state is TaskState.INPUT_REQUIRED
+    assert det.decide("t1", agent, 100.0).ok
+    unstamped = _stamped("t1", "TASK_STATE_WORKING", None)
+    det.on_reports(agent, [unstamped], Operation.GET_TASK, 1.2)
+    assert det.decide("t1", agent, 100.0).reason is R.HEARTBEAT_GAP
+
+
 def _error_reply(task_id: str, raw: str, state: TaskState) -> TaskReport:
     return TaskReport(task_id, "ctx", StateReading(raw, state, True, True), "error-reply")
 

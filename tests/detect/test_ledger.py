@@ -354,6 +354,15 @@ class LedgerMachine(RuleBasedStateMachine):
         self.now += dt
         expected_prev = self.model.find(task_id)
         prev = self.ledger.observe(make_obs(task_id, state, agent=agent, at=self.now))
+        if (
+            state is TaskState.SUBMITTED
+            and expected_prev is not None
+            and expected_prev[0] is not state
+        ):  # a task's first state, after another: a late reply, not recorded
+            assert prev is LATE
+            got = self.ledger.get(task_id)
+            assert got is not None and (got.state, got.agent, got.at) == expected_prev
+            return
         self.model.observe(task_id, state, agent, self.now)
         if expected_prev is None:
             assert prev is None
@@ -521,6 +530,60 @@ def test_a_late_frame_is_refused_under_the_lock(new_ledger: NewLedger) -> None:
     assert prev is not None and prev is not LATE and prev.state is TaskState.COMPLETED
     held = ledger.get("t")
     assert held is not None and held.state is TaskState.WORKING
+
+
+def test_a_frame_sent_before_an_interrupted_state_is_refused(new_ledger: NewLedger) -> None:
+    """A push saying ``input-required`` read before a ``working`` frame sent before it: the
+    frame, stamped earlier, is late; a report stamped with the interrupted state's very time
+    (a poll reading it again) or later is taken."""
+    ledger = new_ledger(10)
+    waits = "2026-12-02T15:00:10Z"
+
+    def waiting(at: float) -> Observation:
+        raw = "TASK_STATE_INPUT_REQUIRED"
+        return Observation("t", "a", TaskState.INPUT_REQUIRED, raw, True, at, None, "push", waits)
+
+    def seen(state: TaskState, at: float) -> Observation:
+        return Observation("t", "a", state, state.value, True, at, None, "SendMessage")
+
+    ledger.observe(waiting(5.0))
+    assert ledger.observe(seen(TaskState.WORKING, 6.0), "2026-12-02T15:00:09.5Z") is LATE
+    held = ledger.get("t")
+    assert held is not None and held.state is TaskState.INPUT_REQUIRED and held.at == 5.0
+    assert ledger.counts_by_class()[StateClass.INTERRUPTED] == 1
+    prev = ledger.observe(seen(TaskState.WORKING, 7.0), waits)  # the same instant: taken
+    assert prev is not None and prev is not LATE and prev.state is TaskState.INPUT_REQUIRED
+    ledger.observe(waiting(8.0))
+    prev = ledger.observe(seen(TaskState.WORKING, 9.0), "2026-12-02T15:00:11Z")  # later
+    assert prev is not None and prev is not LATE
+    held = ledger.get("t")
+    assert held is not None and held.state is TaskState.WORKING
+
+
+@pytest.mark.parametrize("held", [TaskState.INPUT_REQUIRED, TaskState.WORKING, TaskState.COMPLETED])
+def test_submitted_after_another_state_is_a_late_reply(
+    new_ledger: NewLedger, held: TaskState
+) -> None:
+    """``submitted`` is a task's first state: reported after another (a ``returnImmediately``
+    reply, unstamped, read after the push that said more), it is late, whatever the state
+    held; stamped after a terminal state held, it is a real regression, recorded."""
+    ledger = new_ledger(10)
+    stamp = "2026-12-02T15:00:10Z" if held.state_class is not StateClass.ACTIVE else None
+    ledger.observe(Observation("t", "a", held, held.value, True, 5.0, None, "push", stamp))
+
+    def submitted(at: float) -> Observation:
+        state = TaskState.SUBMITTED
+        return Observation("t", "a", state, state.value, True, at, None, "SendMessage")
+
+    assert ledger.observe(submitted(6.0)) is LATE
+    assert ledger.observe(submitted(6.0), "2026-12-02T15:00:09Z") is LATE
+    observed = ledger.get("t")
+    assert observed is not None and observed.state is held and observed.at == 5.0
+    if stamp is not None:
+        prev = ledger.observe(submitted(7.0), "2026-12-02T15:00:11Z")
+        assert prev is not None and prev is not LATE and prev.state is held
+    first = Observation("u", "a", TaskState.SUBMITTED, "submitted", True, 8.0, None, "SendMessage")
+    assert ledger.observe(first) is None  # a task's first observation is no late reply
 
 
 def test_an_observation_older_than_the_one_held_is_not_recorded(new_ledger: NewLedger) -> None:
