@@ -12,7 +12,9 @@ SDK set-up, ``A2AInstrumentor().instrument()``, a ``MeterProvider``). The parent
 Target: otel-a2a's increment over plain at most 0.75 times a2a-sdk's tracing increment
 (otel-a2a does far more: it reads the state, judges, records metrics). Wall-clock on a shared
 machine: the three are interleaved so that load hits all alike, but a busy neighbour still
-moves each round's figures by tens of µs; read the quartiles.
+moves each round's figures by tens of µs; read the quartiles. The same calls are counted in
+instructions too (callgrind, every thread of the client: ``COUNTED`` calls after
+``COUNTED_WARMUP``, as ``bench_instructions`` counts), against the same worker.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,12 +30,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench import Row, check, median
+from bench import Row, check, instructions_per_call, median
 
 ROUNDS = 61  # the increments (~200 µs) are small beside the noise of a shared machine
 CALLS = 300
 WARMUP = 200
 TARGET_RATIO = 0.75
+COUNTED_WARMUP, COUNTED = 100, 600  # calls under callgrind (about 50 times slower)
 CONFIGS = ("plain", "sdk", "otel_a2a")
 _PEER = Path(__file__).resolve().parent.parent / "tests" / "peers" / "python_peer.py"
 
@@ -61,18 +65,21 @@ def _worker() -> Iterator[str]:
         process.wait(30)
 
 
-def _client(config: str, base: str) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
+def _environment(config: str) -> dict[str, str]:
+    """A client's environment: a2a-sdk reads whether it traces when it is imported."""
+    return {
         "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "true" if config == "sdk" else "false",
         "OTEL_A2A_ENABLED": "",
     }
+
+
+def _client(config: str, base: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "bench.bench_e2e", config, base],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**os.environ, **_environment(config)},
     )
 
 
@@ -84,6 +91,31 @@ def _ask(process: subprocess.Popen[str], calls: int) -> float:
     if not answer:
         raise RuntimeError("a bench client exited")
     return float(answer)
+
+
+def _instructions(base: str) -> list[Row]:
+    """Each configuration's instructions per call under callgrind: what the wall-clock rows
+    measure, without the caches a loaded machine (the worker beside it) leaves cold."""
+    if shutil.which("valgrind") is None:
+        return [Row("e2e instructions: not measured (valgrind not installed)", "-")]
+    per = instructions_per_call(
+        lambda config, n: ["-m", "bench.bench_e2e", "count", config, base, str(n)],
+        CONFIGS,
+        COUNTED_WARMUP,
+        COUNTED,
+    )
+    plain, sdk, ours = (per[c] for c in CONFIGS)
+    return [
+        Row("e2e instructions: plain (per call)", f"{plain:,.0f}"),
+        Row("e2e instructions: + a2a-sdk's own tracing", f"{sdk:,.0f}"),
+        Row("e2e instructions: + otel-a2a instead", f"{ours:,.0f}"),
+        check(
+            "e2e instructions: otel-a2a increment / a2a-sdk tracing increment",
+            (ours - plain) / (sdk - plain),
+            ".2f",
+            TARGET_RATIO,
+        ),
+    ]
 
 
 def run() -> list[Row]:
@@ -102,6 +134,7 @@ def run() -> list[Row]:
                 assert process.stdin is not None
                 process.stdin.close()
                 process.wait(30)
+        instructions = _instructions(base)
     plain, sdk, ours = (median(samples[c]) for c in CONFIGS)
     ratios = [
         (o - p) / (s - p)
@@ -123,11 +156,13 @@ def run() -> list[Row]:
             f"  per-round ratio, median (quartiles) over {ROUNDS} rounds",
             f"{median(ratios):.2f} ({q1:.2f}-{q3:.2f})",
         ),
+        *instructions,
     ]
 
 
-def _serve_calls(config: str, base: str) -> None:
-    """One client process: answers each line ``n`` on stdin with µs per ``GetTask`` call."""
+def _serve_calls(config: str, base: str, count: int | None = None) -> None:
+    """One client process: answers each line ``n`` on stdin with µs per ``GetTask`` call;
+    given ``count``, makes that many calls and ends (counted under callgrind)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class Discard(SpanExporter):
@@ -166,6 +201,10 @@ def _serve_calls(config: str, base: str) -> None:
             [event] = [e async for e in client.send_message(SendMessageRequest(message=msg))]
             request = GetTaskRequest(id=event.task.id)
             get_task = client.get_task
+            if count is not None:
+                for _ in range(count):
+                    await get_task(request)
+                return
             loop = asyncio.get_running_loop()
             while line := await loop.run_in_executor(None, sys.stdin.readline):
                 calls = int(line)
@@ -178,4 +217,8 @@ def _serve_calls(config: str, base: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve_calls(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "count":
+        os.environ.update(_environment(sys.argv[2]))
+        _serve_calls(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        _serve_calls(sys.argv[1], sys.argv[2])

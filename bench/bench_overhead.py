@@ -12,7 +12,9 @@ rounds. Target: otel_a2a's increment (c - b) <= 50% of the httpx instrumentation
 as counted in instructions (``bench_instructions``).
 
 The floor rows time :func:`floor_span`: the one span the span contract requires, alone
-(docs/semantic-conventions.md). Wall-clock on a
+(docs/semantic-conventions.md). Two more configurations, interleaved with the others, split
+(c)'s increment where it runs: (c) without otel-a2a's span, and (c) with the response body
+left unread by otel-a2a (each part left out alone). Wall-clock on a
 shared machine is noisy; ``bench_instructions`` gives the same ratios counted in instructions.
 """
 
@@ -36,11 +38,13 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracer
 
 from bench import Row, check, median
 from bench._payload import BASE, PATH, REQUEST_HEADERS, RESPONSE_HEADERS, get_task_response
 from bench._payload import request_body as make_request_body
-from otel_a2a.instrumentation import A2AInstrumentor, DivergenceSpanProcessor
+from otel_a2a.instrumentation import A2AInstrumentor, DivergenceSpanProcessor, runtime
+from otel_a2a.instrumentation.http_exchange import HttpExchange
 from otel_a2a.semconv import SCOPE
 from otel_a2a.version import __version__
 
@@ -140,6 +144,43 @@ def floor_span(body: bytes, divergence: bool = True) -> tuple[Callable[[], None]
     return one_span, len(attributes)
 
 
+def _without_span(sample: Callable[[int], float]) -> Callable[[int], float]:
+    """``sample`` with otel-a2a's span left out (its runtime given a no-op tracer), all else
+    as in (c): what the span costs where it runs, among the rest of the request."""
+
+    def timed(n: int) -> float:
+        rt = runtime.current()
+        assert rt is not None
+        tracer, rt.tracer = rt.tracer, NoOpTracer()
+        try:
+            return sample(n)
+        finally:
+            rt.tracer = tracer
+
+    return timed
+
+
+def _without_reading(sample: Callable[[int], float]) -> Callable[[int], float]:
+    """``sample`` with the response body left unread by otel-a2a (its facts neither extracted
+    nor recorded), all else as in (c)."""
+
+    def timed(n: int) -> float:
+        HttpExchange._observe_body = _unread  # type: ignore[method-assign]
+        try:
+            return sample(n)
+        finally:
+            HttpExchange._observe_body = _observe_body  # type: ignore[method-assign]
+
+    return timed
+
+
+_observe_body = HttpExchange._observe_body
+
+
+def _unread(self: HttpExchange, body: bytes) -> None:
+    return None
+
+
 def _span_floor(body: bytes) -> tuple[float, int]:
     """Microseconds per floor span (median over rounds), and its attribute count."""
     one_span, count = floor_span(body)
@@ -183,6 +224,8 @@ def run() -> list[Row]:
         ("a", _sampler(bare.client, request_body)),
         ("b", _sampler(httpx_only.client, request_body)),
         ("c", with_a2a(_sampler(full.client, request_body))),
+        ("c-span", with_a2a(_without_span(_sampler(full.client, request_body)))),
+        ("c-read", with_a2a(_without_reading(_sampler(full.client, request_body)))),
     ]
     for _, sample in configs:
         sample(WARMUP)
@@ -198,12 +241,16 @@ def run() -> list[Row]:
         setup.tracer_provider.force_flush()
     b_names, c_names = httpx_only.exporter.names, full.exporter.names
     total = WARMUP + ROUNDS * REQUESTS
-    assert sum(b_names.values()) == total, b_names  # one HTTP span per request
-    assert sum(c_names.values()) == 2 * total, c_names  # + one A2A span per request
+    [http_span] = b_names
+    assert b_names[http_span] == total, b_names  # one HTTP span per request
+    # (c) and its two variants: an HTTP span per request; an A2A span too, but without it
+    a2a_span = next(n for n in c_names if n != http_span)
+    assert c_names == {http_span: 3 * total, a2a_span: 2 * total}, c_names
     for setup in (bare, httpx_only, full):
         setup.close()
 
     a, b, c = (median(results[k]) for k in "abc")
+    span, reading = c - median(results["c-span"]), c - median(results["c-read"])
     ratios = [
         (rc - rb) / (rb - ra) * 100
         for ra, rb, rc in zip(results["a"], results["b"], results["c"], strict=True)
@@ -211,7 +258,6 @@ def run() -> list[Row]:
     pct = (c - b) / (b - a) * 100
     lo_a, lo_b, lo_c = (min(results[k]) for k in "abc")
     pct_min = (lo_c - lo_b) / (lo_b - lo_a) * 100
-    a2a_span = next(n for n in c_names if n not in b_names)
     return [
         Row("overhead: (a) bare httpx, 2 KB GetTask (us/request)", f"{a:.1f}"),
         Row("overhead: (b) + httpx instrumentation + SDK (us/request)", f"{b:.1f}"),
@@ -232,5 +278,11 @@ def run() -> list[Row]:
         Row(
             "  floor as % of the httpx increment (the span the contract requires)",
             f"{floor / (b - a) * 100:.0f}",
+        ),
+        Row("  in (c), otel-a2a's span, start to end through the API (us)", f"{span:.1f}"),
+        Row("  in (c), reading the response and recording what it says (us)", f"{reading:.1f}"),
+        Row(
+            "  in (c), the rest: the request recognised, wrappers, poll check, processor (us)",
+            f"{c - b - span - reading:.1f}",
         ),
     ]
