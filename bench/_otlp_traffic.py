@@ -49,19 +49,18 @@ def _span(service: int, task: int, op: int) -> Span:
     span.attributes.extend(
         _kv(k, v)
         for k, v in (
-            ("rpc.system.name", "a2a"),
-            ("rpc.method", OPERATIONS[op]),
             ("a2a.method.name", OPERATIONS[op]),
+            ("otel_a2a.agent.url", "http://worker.example:9999/a2a"),
             ("a2a.protocol.version", "1.0"),
             ("otel_a2a.binding", "JSONRPC"),
             ("gen_ai.agent.name", "worker-agent"),
-            ("otel_a2a.agent.url", "http://worker.example:9999/a2a"),
+            ("server.address", "worker.example"),
+            ("server.port", 9999),
             ("a2a.task.id", task_id),
-            ("a2a.task.state", raw),
-            ("otel_a2a.task.state.raw", raw),
-            ("otel_a2a.task.state.class", "terminal" if failed else "active"),
-            ("otel_a2a.observation.authoritative", True),
+            ("gen_ai.conversation.id", f"{task:08x}-5f0a-4d83-b6e2-71a4c9d03e58"),
             ("http.response.status_code", 200),
+            ("a2a.task.state", raw),
+            ("otel_a2a.observation.authoritative", True),
         )
     )
     return span
