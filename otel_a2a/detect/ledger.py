@@ -186,8 +186,6 @@ LATE = Observation("", "", TaskState.UNKNOWN, "", False, 0.0, None, "late frame"
 
 
 _INTERRUPTED = StateClass.INTERRUPTED
-
-
 _SUBMITTED = TaskState.SUBMITTED
 
 
@@ -195,11 +193,11 @@ def _late(held: Observation, state: TaskState, sent_at: str | None) -> bool:
     """Whether a report of ``state``, which the agent stamped ``sent_at`` (None: unstamped;
     always None for a terminal report), was sent before ``held``, the task's observation:
     a frame or reply overtaken on its way. Either the agent's stamps say so, against a
-    terminal state held (stamped no later than it: the end is the last word) or an
-    interrupted one (stamped before it: a poll reading it again at its very time is taken),
-    or it says ``submitted``, a task's first state, after another (a ``returnImmediately``
-    reply read after the push saying the task waits for input), unless the stamps say it
-    came after."""
+    terminal state held (stamped no later than it: the end is the last word) or another held
+    with its stamp, which the detector keeps for interrupted states only (stamped before it:
+    a poll reading it again at its very time is taken), or it says ``submitted``, a task's
+    first state, after another (a ``returnImmediately`` reply read after the push saying the
+    task waits for input), unless the stamps say it came after."""
     if sent_at is not None and held.stamp is not None:
         stamp, held_stamp = parse_timestamp(sent_at), parse_timestamp(held.stamp)
         if stamp is not None and held_stamp is not None:

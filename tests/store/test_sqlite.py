@@ -78,9 +78,10 @@ def _other_schema(path: Path) -> None:
     # Its thread's connection is freed by the cycle collector, not at once; closing, it
     # checkpoints the WAL into the file: collected now, not between the test's two reads.
     gc.collect()
-    with sqlite3.connect(path) as conn:
+    conn = sqlite3.connect(path)
+    with conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    gc.collect()
+    conn.close()
 
 
 def _another_database(path: Path) -> None:
